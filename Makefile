@@ -1,0 +1,37 @@
+# kbbot — `make run` and `make test` are the whole quick start.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+TORCH_VERSION ?= 2.13.0
+
+.PHONY: setup run test bench lint clean
+
+setup: $(STAMP)
+
+# CPU torch goes in first: a bare `torch` requirement would otherwise pull a multi-GB CUDA build.
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "kbbot needs Python 3.11 ($(PYTHON) not found)"; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet torch==$(TORCH_VERSION)
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+run: setup
+	$(BIN)/kbbot kb sync
+	$(BIN)/kbbot start
+
+test: setup
+	$(BIN)/ruff check bot tools tests
+	$(BIN)/python -m pytest -q
+
+bench: setup
+	$(BIN)/kbbot eval all
+
+lint: setup
+	$(BIN)/ruff check bot tools tests
+	$(BIN)/ruff format --check bot tools tests
+
+clean:
+	rm -rf $(VENV) .kbbot

@@ -1,0 +1,1 @@
+"""kbbot: answers questions from per-domain knowledge bases, with numbered citations."""

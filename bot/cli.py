@@ -1,0 +1,159 @@
+"""`kbbot` command line: ingest and manage knowledge bases, ask, chat, serve, eval."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+from bot.config import Settings, load_settings
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class CliError(Exception):
+    """A problem to report in one line, with a non-zero exit and no traceback."""
+
+
+def _print_json(payload: object) -> None:
+    print(json.dumps(payload, ensure_ascii=False, indent=None))
+
+
+def _service(settings: Settings):
+    from tools.service import KnowledgeService
+
+    return KnowledgeService(settings)
+
+
+# --- kb / ingest ------------------------------------------------------------------------------
+
+
+def _print_report(report, as_json: bool) -> None:
+    if as_json:
+        _print_json(report.to_json())
+        return
+    for doc in report.documents:
+        mark = {"ready": "✓", "unchanged": "=", "failed": "✗"}[doc.status]
+        detail = f"{doc.chunks} chunks" if doc.status == "ready" else (doc.error or doc.status)
+        print(f"  {mark} {report.kb}/{doc.document}: {detail}")
+    failed = sum(d.status == "failed" for d in report.documents)
+    print(f"{report.kb}: {len(report.documents) - failed} ok, {failed} failed, {report.embedded_chunks} chunks embedded")
+
+
+def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
+    report = _service(settings).ingest(args.kb, [Path(p) for p in args.paths], progress=not args.json)
+    _print_report(report, args.json)
+    if not args.json:
+        for doc in report.documents:
+            if doc.status == "failed":
+                print(f"error: {doc.error}", file=sys.stderr)
+    return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def cmd_kb_list(args: argparse.Namespace, settings: Settings) -> int:
+    summaries = _service(settings).summaries()
+    if args.json:
+        _print_json([s.to_json() for s in summaries])
+        return EXIT_OK
+    if not summaries:
+        print("No knowledge bases yet. Create one with `kbbot kb create NAME --description TEXT`.")
+    for s in summaries:
+        print(f"{s.name}: {s.ready_documents}/{s.documents} documents ready, {s.chunks} chunks — {s.description}")
+    return EXIT_OK
+
+
+def cmd_kb_create(args: argparse.Namespace, settings: Settings) -> int:
+    _service(settings).create_kb(args.name, args.description)
+    print(f"created knowledge base {args.name!r}")
+    return EXIT_OK
+
+
+def cmd_kb_sync(args: argparse.Namespace, settings: Settings) -> int:
+    reports = _service(settings).sync(progress=not args.json)
+    if args.json:
+        _print_json(
+            {
+                "kbs": [r.to_json() for r in reports],
+                "embedded_chunks": sum(r.embedded_chunks for r in reports),
+            }
+        )
+    else:
+        for report in reports:
+            _print_report(report, False)
+    return EXIT_OK if all(r.ok for r in reports) else EXIT_FAILED
+
+
+def cmd_kb_delete_doc(args: argparse.Namespace, settings: Settings) -> int:
+    _service(settings).delete_document(args.kb, args.document)
+    print(f"deleted {args.kb}/{args.document}")
+    return EXIT_OK
+
+
+def cmd_kb_reindex(args: argparse.Namespace, settings: Settings) -> int:
+    count = _service(settings).reindex(args.name, progress=True)
+    print(f"re-embedded {count} chunks of {args.name!r}")
+    return EXIT_OK
+
+
+# --- parser -----------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kbbot", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log more")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    ingest = commands.add_parser("ingest", help="ingest files or folders into a knowledge base")
+    ingest.add_argument("--kb", required=True)
+    ingest.add_argument("paths", nargs="+")
+    ingest.add_argument("--json", action="store_true")
+    ingest.set_defaults(handler=cmd_ingest)
+
+    kb = commands.add_parser("kb", help="manage knowledge bases").add_subparsers(dest="kb_command", required=True)
+    kb_list = kb.add_parser("list", help="list knowledge bases")
+    kb_list.add_argument("--json", action="store_true")
+    kb_list.set_defaults(handler=cmd_kb_list)
+    kb_create = kb.add_parser("create", help="create an (undeclared) knowledge base")
+    kb_create.add_argument("name")
+    kb_create.add_argument("--description", required=True)
+    kb_create.set_defaults(handler=cmd_kb_create)
+    kb_sync = kb.add_parser("sync", help="ingest every declared knowledge base's docs/ folder")
+    kb_sync.add_argument("--json", action="store_true")
+    kb_sync.set_defaults(handler=cmd_kb_sync)
+    kb_delete = kb.add_parser("delete-doc", help="delete a document from a knowledge base")
+    kb_delete.add_argument("--kb", required=True)
+    kb_delete.add_argument("document")
+    kb_delete.set_defaults(handler=cmd_kb_delete_doc)
+    kb_reindex = kb.add_parser("reindex", help="re-embed a knowledge base with the configured model")
+    kb_reindex.add_argument("name")
+    kb_reindex.set_defaults(handler=cmd_kb_reindex)
+
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from tools.embeddings import EmbeddingError
+    from tools.manifests import ManifestError
+    from tools.store import KnowledgeBaseError
+
+    try:
+        settings = load_settings()
+        return args.handler(args, settings)
+    except (CliError, KnowledgeBaseError, ManifestError, EmbeddingError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""Settings from the environment (and an optional `.env` file)."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_file=".env", env_file_encoding="utf-8", extra="ignore", populate_by_name=True
+    )
+
+    data_dir: Path = Field(Path(".kbbot"), alias="KBBOT_DATA_DIR")
+    knowledge_bases_dir: Path = Field(REPO_ROOT / "knowledge_bases", alias="KBBOT_KNOWLEDGE_BASES_DIR")
+
+    embedding_backend: Literal["local", "openai"] = Field("local", alias="KBBOT_EMBEDDING_BACKEND")
+    local_embedding_model: str = Field("all-MiniLM-L6-v2", alias="KBBOT_LOCAL_EMBEDDING_MODEL")
+    openai_embedding_model: str = Field("text-embedding-3-small", alias="KBBOT_OPENAI_EMBEDDING_MODEL")
+
+    openai_api_key: SecretStr | None = Field(None, alias="OPENAI_API_KEY")
+    openai_base_url: str | None = Field(None, alias="OPENAI_BASE_URL")
+    chat_model: str = Field("gpt-4o-mini", alias="KBBOT_CHAT_MODEL")
+    llm_timeout_s: float = Field(30.0, alias="KBBOT_LLM_TIMEOUT")
+
+    chroma_host: str | None = Field(None, alias="CHROMA_HOST")
+    chroma_port: int = Field(8000, alias="CHROMA_PORT")
+
+    slack_bot_token: SecretStr | None = Field(None, alias="SLACK_BOT_TOKEN")
+    slack_app_token: SecretStr | None = Field(None, alias="SLACK_APP_TOKEN")
+    slack_signing_secret: SecretStr | None = Field(None, alias="SLACK_SIGNING_SECRET")
+    slack_api_url: str | None = Field(None, alias="SLACK_API_URL")
+    port: int = Field(3000, alias="PORT")
+
+    admin_users: str = Field("", alias="KBBOT_ADMIN_USERS")
+    max_upload_mb: float = Field(25.0, alias="KBBOT_MAX_UPLOAD_MB")
+
+    @property
+    def max_upload_bytes(self) -> int:
+        return int(self.max_upload_mb * 1024 * 1024)
+
+    @property
+    def admin_user_ids(self) -> tuple[str, ...]:
+        """Slack users who may upload to and delete from every KB (comma-separated)."""
+        return tuple(u.strip() for u in self.admin_users.split(",") if u.strip())
+
+    @property
+    def llm_enabled(self) -> bool:
+        return bool(self.openai_api_key and self.openai_api_key.get_secret_value())
+
+    @property
+    def slack_enabled(self) -> bool:
+        return bool(self.slack_bot_token and self.slack_bot_token.get_secret_value())
+
+    @cached_property
+    def resolved_data_dir(self) -> Path:
+        path = self.data_dir.expanduser().resolve()
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+
+def load_settings(**overrides: object) -> Settings:
+    return Settings(**overrides)  # type: ignore[arg-type]

@@ -1,0 +1,1 @@
+"""What the agent can do, and the machinery under it: ingestion, storage, search."""

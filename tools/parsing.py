@@ -1,0 +1,283 @@
+"""Turn a file into text sections, each with a human location ("p. 3", "Leave > Parental leave").
+
+Every parser raises `UnreadableDocument` with a one-line reason for input it cannot use; nothing
+downstream ever sees half a file.
+"""
+
+from __future__ import annotations
+
+import re
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import charset_normalizer
+
+SUPPORTED_SUFFIXES = (".md", ".markdown", ".txt", ".html", ".htm", ".pdf", ".docx")
+# A DOCX is a zip; refuse archives that would inflate past this (zip bombs).
+MAX_DOCX_UNCOMPRESSED_BYTES = 200 * 1024 * 1024
+MAX_DOCX_COMPRESSION_RATIO = 200
+
+
+class UnreadableDocument(ValueError):
+    """The file cannot be ingested; str(exc) is a one-line reason for people."""
+
+
+@dataclass(frozen=True)
+class Section:
+    text: str
+    location: str  # human-readable: a heading path or a page
+
+
+@dataclass(frozen=True)
+class ParsedDocument:
+    title: str
+    sections: list[Section]
+
+    @property
+    def text_length(self) -> int:
+        return sum(len(s.text) for s in self.sections)
+
+
+def parse_file(path: Path, data: bytes | None = None) -> ParsedDocument:
+    """Parse by extension. `data` lets callers pass bytes they already read (and hashed)."""
+    suffix = path.suffix.lower()
+    parser = _PARSERS.get(suffix)
+    if parser is None:
+        raise UnreadableDocument(
+            f"unsupported file type {suffix or '(none)'!r}; supported: {', '.join(SUPPORTED_SUFFIXES)}"
+        )
+    raw = path.read_bytes() if data is None else data
+    if not raw.strip():
+        raise UnreadableDocument("the file is empty")
+    parsed = parser(raw, path)
+    sections = [Section(_normalise_space(s.text), s.location) for s in parsed.sections]
+    sections = [s for s in sections if s.text]
+    if not sections:
+        raise UnreadableDocument("no text could be extracted (scanned or image-only document?)")
+    return ParsedDocument(parsed.title or path.stem, sections)
+
+
+def _normalise_space(text: str) -> str:
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\u00a0", " ")
+    text = re.sub(r"[ \t]+", " ", text)
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+# --- text -------------------------------------------------------------------------------------
+
+
+def decode_text(raw: bytes) -> str:
+    """Decode bytes of unknown encoding; refuse binary data."""
+    if b"\x00" in raw[:8192] and not raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise UnreadableDocument("the file looks binary, not text")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        pass
+    best = charset_normalizer.from_bytes(raw).best()
+    if best is None:
+        raise UnreadableDocument("the file looks binary, not text (no text encoding fits)")
+    text = str(best)
+    control = sum(1 for ch in text if ord(ch) < 32 and ch not in "\n\r\t\f")
+    if control > max(8, len(text) // 100):
+        raise UnreadableDocument("the file looks binary, not text")
+    return text
+
+
+def _parse_text(raw: bytes, path: Path) -> ParsedDocument:
+    return ParsedDocument(path.stem, [Section(decode_text(raw), path.name)])
+
+
+# --- markdown ---------------------------------------------------------------------------------
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def _parse_markdown(raw: bytes, path: Path) -> ParsedDocument:
+    text = decode_text(raw)
+    return _sections_from_headed_lines(text.splitlines(), path.stem)
+
+
+def _sections_from_headed_lines(lines: list[str], fallback_title: str) -> ParsedDocument:
+    """Split Markdown-like lines at headings, tracking the heading path (code fences respected)."""
+    title = ""
+    path_stack: list[tuple[int, str]] = []
+    sections: list[Section] = []
+    buffer: list[str] = []
+    in_fence = False
+
+    def flush() -> None:
+        body = "\n".join(buffer).strip()
+        buffer.clear()
+        if body:
+            location = " > ".join(h for _, h in path_stack) or title or fallback_title
+            sections.append(Section(body, location))
+
+    for line in lines:
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        match = None if in_fence else _HEADING.match(line)
+        if match is None:
+            buffer.append(line)
+            continue
+        flush()
+        level, heading = len(match.group(1)), _strip_inline_markdown(match.group(2))
+        if level == 1 and not title:
+            title = heading
+        while path_stack and path_stack[-1][0] >= level:
+            path_stack.pop()
+        path_stack.append((level, heading))
+    flush()
+    return ParsedDocument(title or fallback_title, sections)
+
+
+def _strip_inline_markdown(text: str) -> str:
+    text = re.sub(r"\[([^\]]+)\]\([^)]+\)", r"\1", text)
+    return re.sub(r"[*_`]+", "", text).strip()
+
+
+# --- html -------------------------------------------------------------------------------------
+
+_BOILERPLATE_TAGS = ("script", "style", "noscript", "nav", "header", "footer", "aside", "form", "iframe", "svg")
+_BOILERPLATE_HINT = re.compile(r"cookie|consent|banner|breadcrumb|sidebar|menu|navbar|footer|skip-link", re.I)
+
+
+def _parse_html(raw: bytes, path: Path) -> ParsedDocument:
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(decode_text(raw), "html.parser")
+    page_title = soup.title.get_text(" ", strip=True) if soup.title else ""
+    for tag in soup(_BOILERPLATE_TAGS):
+        tag.decompose()
+    for tag in soup.find_all(attrs={"role": ("navigation", "banner", "contentinfo")}):
+        tag.decompose()
+    for tag in soup.find_all(True):
+        if tag.attrs is None:  # already removed with an ancestor
+            continue
+        marker = " ".join([tag.get("id") or "", *(tag.get("class") or [])])
+        if marker.strip() and _BOILERPLATE_HINT.search(marker) and tag.name not in ("html", "body", "main"):
+            tag.decompose()
+    root = soup.find("main") or soup.find("article") or soup.body or soup
+    lines: list[str] = []
+    for element in root.find_all(["h1", "h2", "h3", "h4", "h5", "h6", "p", "li", "pre", "td", "th", "dt", "dd", "blockquote"]):
+        if element.find_parent(["p", "li", "pre", "td", "th", "dd", "blockquote"]) is not None:
+            continue  # text already taken with its block ancestor
+        text = element.get_text(" ", strip=True)
+        if not text:
+            continue
+        if element.name[0] == "h" and element.name[1:].isdigit():
+            lines.append("#" * int(element.name[1]) + " " + text)
+        elif element.name == "li":
+            lines.append("- " + text)
+        else:
+            lines.append(text)
+        lines.append("")
+    parsed = _sections_from_headed_lines(lines, page_title or path.stem)
+    return ParsedDocument(parsed.title if parsed.title != path.stem else (page_title or path.stem), parsed.sections)
+
+
+# --- pdf --------------------------------------------------------------------------------------
+
+
+def _parse_pdf(raw: bytes, path: Path) -> ParsedDocument:
+    import io
+    import logging
+
+    from pypdf import PdfReader
+    from pypdf.errors import PyPdfError
+
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
+    if not raw.lstrip().startswith(b"%PDF"):
+        raise UnreadableDocument("not a PDF file (no %PDF header)")
+    try:
+        reader = PdfReader(io.BytesIO(raw))
+        if reader.is_encrypted:
+            raise UnreadableDocument("the PDF is encrypted; upload an unprotected copy")
+        sections = [
+            Section(page.extract_text() or "", f"p. {number}") for number, page in enumerate(reader.pages, start=1)
+        ]
+        title = (reader.metadata.title if reader.metadata else None) or path.stem
+    except UnreadableDocument:
+        raise
+    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, OSError) as exc:
+        raise UnreadableDocument(f"corrupt PDF ({type(exc).__name__}: {str(exc)[:120]})") from exc
+    return ParsedDocument(str(title), sections)
+
+
+# --- docx -------------------------------------------------------------------------------------
+
+
+def _check_zip_is_safe(raw: bytes) -> None:
+    import io
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(raw)) as archive:
+            infos = archive.infolist()
+    except zipfile.BadZipFile as exc:
+        raise UnreadableDocument("not a valid DOCX (the file is not a zip archive)") from exc
+    uncompressed = sum(info.file_size for info in infos)
+    compressed = max(1, sum(info.compress_size for info in infos))
+    if uncompressed > MAX_DOCX_UNCOMPRESSED_BYTES or uncompressed / compressed > MAX_DOCX_COMPRESSION_RATIO:
+        raise UnreadableDocument(
+            f"refused: the DOCX would inflate to {uncompressed / 1e6:.0f} MB (zip bomb?)"
+        )
+
+
+def _parse_docx(raw: bytes, path: Path) -> ParsedDocument:
+    import io
+
+    import docx
+    from docx.opc.exceptions import PackageNotFoundError
+
+    _check_zip_is_safe(raw)
+    try:
+        document = docx.Document(io.BytesIO(raw))
+    except (PackageNotFoundError, KeyError, ValueError, zipfile.BadZipFile) as exc:
+        raise UnreadableDocument(f"corrupt DOCX ({type(exc).__name__})") from exc
+    except Exception as exc:  # lxml raises its own XML errors on damaged parts
+        raise UnreadableDocument(f"corrupt DOCX ({type(exc).__name__})") from exc
+
+    lines: list[str] = []
+    body = document.element.body
+    for child in body.iterchildren():
+        tag = child.tag.rsplit("}", 1)[-1]
+        if tag == "p":
+            paragraph = docx.text.paragraph.Paragraph(child, document)
+            text = paragraph.text.strip()
+            if not text:
+                continue
+            style = (paragraph.style.name if paragraph.style is not None else "") or ""
+            level = _heading_level(style)
+            lines.append(("#" * level + " " + text) if level else text)
+            lines.append("")
+        elif tag == "tbl":
+            table = docx.table.Table(child, document)
+            for row in table.rows:
+                cells = [cell.text.strip() for cell in row.cells]
+                # merged cells repeat; keep each distinct cell once, in order
+                lines.append(" | ".join(dict.fromkeys(c for c in cells if c)))
+            lines.append("")
+    core_title = (document.core_properties.title or "").strip()
+    parsed = _sections_from_headed_lines(lines, core_title or path.stem)
+    return ParsedDocument(core_title or parsed.title, parsed.sections)
+
+
+def _heading_level(style_name: str) -> int:
+    if style_name == "Title":
+        return 1
+    match = re.match(r"Heading (\d)", style_name)
+    return int(match.group(1)) if match else 0
+
+
+_PARSERS: dict[str, Callable[[bytes, Path], ParsedDocument]] = {
+    ".md": _parse_markdown,
+    ".markdown": _parse_markdown,
+    ".txt": _parse_text,
+    ".html": _parse_html,
+    ".htm": _parse_html,
+    ".pdf": _parse_pdf,
+    ".docx": _parse_docx,
+}

@@ -1,0 +1,156 @@
+"""The knowledge service: one object that wires settings, store, embedder, ingestion and manifests.
+
+Every surface (CLI, Slack, eval) goes through it, so they all see the same KBs the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from bot.config import Settings
+from tools.embeddings import Embedder, embedding_identity, get_embedder
+from tools.ingest import Ingestor, IngestReport
+from tools.manifests import KnowledgeBaseManifest, discover_manifests, validate_kb_name
+from tools.store import KnowledgeBaseError, KnowledgeStore, chunk_to_node
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class KbSummary:
+    name: str
+    description: str
+    documents: int
+    ready_documents: int
+    chunks: int
+    embedding_model: str | None
+
+    def to_json(self) -> dict:
+        return self.__dict__.copy()
+
+
+class KnowledgeService:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+
+    @cached_property
+    def store(self) -> KnowledgeStore:
+        return KnowledgeStore(self.settings)
+
+    @cached_property
+    def embedder(self) -> Embedder:
+        return get_embedder(self.settings)
+
+    @cached_property
+    def ingestor(self) -> Ingestor:
+        # The embedder is handed over lazily: a sync where nothing changed never loads the model.
+        return Ingestor(self.settings, self.store, lambda: self.embedder, self.embedding_identity)
+
+    @cached_property
+    def embedding_identity(self) -> tuple[str, int]:
+        known = embedding_identity(self.settings)
+        return known if known else (self.embedder.model_name, self.embedder.dimension)
+
+    # --- knowledge bases ---------------------------------------------------------------------
+
+    def declared(self) -> dict[str, KnowledgeBaseManifest]:
+        return {m.name: m for m in discover_manifests(self.settings.knowledge_bases_dir)}
+
+    def manifests(self) -> dict[str, KnowledgeBaseManifest]:
+        """Every KB that exists in the store, with its manifest (declared, or created at run time)."""
+        declared = self.declared()
+        result: dict[str, KnowledgeBaseManifest] = {}
+        for record in self.store.registry.list_kbs():
+            manifest = declared.get(record.name) or KnowledgeBaseManifest(record.name, record.description)
+            uploaders = tuple(dict.fromkeys(manifest.uploaders + self.settings.admin_user_ids))
+            result[record.name] = KnowledgeBaseManifest(
+                manifest.name, manifest.description, manifest.channels, manifest.visibility,
+                manifest.allowed_channels, uploaders, manifest.docs_dir,
+            )
+        return result
+
+    def create_kb(self, name: str, description: str) -> None:
+        validate_kb_name(name)
+        if not description.strip():
+            raise KnowledgeBaseError("a knowledge base needs a description (the router reads it)")
+        self.store.ensure_kb(name, description.strip(), *self.embedding_identity)
+
+    def open_kb(self, name: str) -> None:
+        """Make sure a KB exists (declared ones are created on first use) and is usable."""
+        if self.store.registry.get_kb(name) is None:
+            declared = self.declared().get(name)
+            if declared is None:
+                self.store.require_kb(name)  # raises with the list of known KBs
+            else:
+                self.create_kb(declared.name, declared.description)
+        else:
+            self.store.ensure_kb(name, "", *self.embedding_identity)
+
+    def summaries(self) -> list[KbSummary]:
+        declared = self.declared()
+        summaries = []
+        for record in self.store.registry.list_kbs():
+            docs = self.store.registry.list_documents(record.name)
+            summaries.append(
+                KbSummary(
+                    record.name, record.description, len(docs), sum(d.state == "ready" for d in docs),
+                    sum(d.live_chunks for d in docs if d.live_version), record.embedding_model,
+                )
+            )
+        known = {s.name for s in summaries}
+        summaries += [KbSummary(m.name, m.description, 0, 0, 0, None) for m in declared.values() if m.name not in known]
+        return sorted(summaries, key=lambda s: s.name)
+
+    # --- documents ---------------------------------------------------------------------------
+
+    def ingest(self, kb: str, paths: list[Path], progress: bool = False) -> IngestReport:
+        self.open_kb(kb)
+        return self.ingestor.ingest_paths(kb, paths, progress=progress)
+
+    def ingest_bytes(self, kb: str, name: str, data: bytes, source_url: str | None = None) -> IngestReport:
+        self.open_kb(kb)
+        return self.ingestor.ingest_bytes(kb, name, data, source_url)
+
+    def sync(self, progress: bool = False) -> list[IngestReport]:
+        """Ingest every declared KB's docs/ folder; unchanged files cost nothing."""
+        reports = []
+        for manifest in self.declared().values():
+            self.open_kb(manifest.name)
+            paths = [manifest.docs_dir] if manifest.docs_dir and manifest.docs_dir.is_dir() else []
+            reports.append(self.ingestor.ingest_paths(manifest.name, paths, progress=progress))
+        return reports
+
+    def delete_document(self, kb: str, document: str) -> None:
+        self.store.require_kb(kb)
+        version = self.store.registry.delete_document(kb, document)
+        if version is None:
+            names = ", ".join(d.name for d in self.store.registry.list_documents(kb)) or "none"
+            raise KnowledgeBaseError(f"no document {document!r} in {kb!r} (documents: {names})")
+        self.store.recover(kb)  # removes the retired chunks
+        self.store.rebuild_keyword_index(kb)
+
+    def reindex(self, kb: str, progress: bool = False) -> int:
+        """Re-embed a KB's live chunks with the configured model into a new collection, then switch."""
+        from llama_index.vector_stores.chroma import ChromaVectorStore
+
+        record = self.store.require_kb(kb)
+        chunks = self.store.live_chunks(kb)
+        vectors = self.embedder.embed_documents([f"{c.header}\n{c.text}" for c in chunks], show_progress=progress)
+        new_name = f"kbbot_{kb}_g{record.generation + 1}"
+        with contextlib.suppress(Exception):  # a leftover from an interrupted reindex
+            self.store.client.delete_collection(new_name)
+        collection = self.store._collection(new_name, self.embedder.model_name, self.embedder.dimension)
+        nodes = [chunk_to_node(c, v.tolist()) for c, v in zip(chunks, vectors, strict=True)]
+        if nodes:
+            ChromaVectorStore(chroma_collection=collection).add(nodes)
+        self.store.registry.switch_collection(kb, new_name, self.embedder.model_name, self.embedder.dimension)
+        try:
+            self.store.client.delete_collection(record.collection)
+        except Exception as exc:
+            log.warning("old collection %s not removed: %s", record.collection, exc)
+        self.store.rebuild_keyword_index(kb)
+        return len(nodes)

@@ -1,0 +1,288 @@
+"""Knowledge store: one Chroma collection per KB, the document registry, and keyword indexes.
+
+Readers only ever see chunks of a document's live version (the registry decides), whatever is
+physically in Chroma at that moment.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bot.config import Settings
+from tools.keyword_index import KeywordIndex
+from tools.registry import KbRecord, Registry
+
+log = logging.getLogger(__name__)
+
+
+class KnowledgeBaseError(ValueError):
+    """A KB operation that cannot be done; the message is for people."""
+
+
+class EmbeddingModelMismatch(KnowledgeBaseError):
+    pass
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    chunk_id: str
+    kb: str
+    document: str
+    version: int
+    index: int
+    title: str
+    location: str
+    text: str
+    source_url: str | None = None
+
+    @property
+    def header(self) -> str:
+        from tools.chunking import chunk_header
+
+        return chunk_header(self.title, self.location)
+
+
+def chunk_id_for(kb: str, document: str, version: int, index: int) -> str:
+    return f"{kb}/{document}@v{version}#{index}"
+
+
+def version_key(kb: str, document: str, version: int) -> str:
+    return f"{kb}/{document}@v{version}"
+
+
+def chunk_from_metadata(chunk_id: str, text: str, meta: dict) -> StoredChunk:
+    return StoredChunk(
+        chunk_id=chunk_id,
+        kb=str(meta["kb"]),
+        document=str(meta["document"]),
+        version=int(meta["version"]),
+        index=int(meta["index"]),
+        title=str(meta.get("title") or meta["document"]),
+        location=str(meta.get("location") or ""),
+        text=text or "",
+        source_url=(meta.get("source_url") or None),
+    )
+
+
+def chunk_to_node(chunk: StoredChunk, embedding: Sequence[float]):
+    """A llama-index TextNode as ChromaVectorStore stores it; SOURCE is the version, so a version deletes as one."""
+    from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+
+    return TextNode(
+        id_=chunk.chunk_id,
+        text=chunk.text,
+        embedding=list(embedding),
+        metadata={
+            "kb": chunk.kb,
+            "document": chunk.document,
+            "version": chunk.version,
+            "index": chunk.index,
+            "title": chunk.title,
+            "location": chunk.location,
+            "source_url": chunk.source_url or "",
+        },
+        relationships={
+            NodeRelationship.SOURCE: RelatedNodeInfo(node_id=version_key(chunk.kb, chunk.document, chunk.version))
+        },
+    )
+
+
+class KnowledgeStore:
+    def __init__(self, settings: Settings):
+        import chromadb
+        from chromadb.config import Settings as ChromaSettings
+
+        self.settings = settings
+        self.data_dir = settings.resolved_data_dir
+        self.registry = Registry(self.data_dir / "registry.sqlite3")
+        chroma_settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
+        if settings.chroma_host:
+            self.client = chromadb.HttpClient(
+                host=settings.chroma_host, port=settings.chroma_port, settings=chroma_settings
+            )
+        else:
+            self.client = chromadb.PersistentClient(path=str(self.data_dir / "chroma"), settings=chroma_settings)
+        self._keyword: dict[str, tuple[int, KeywordIndex]] = {}
+        self._live: dict[str, tuple[int, dict[str, int]]] = {}
+        self._collections: dict[str, object] = {}
+        self._lock = threading.Lock()
+
+    # --- knowledge bases ---------------------------------------------------------------------
+
+    def ensure_kb(self, name: str, description: str, model_name: str, dimension: int) -> KbRecord:
+        """Create the KB (registry row + collection) if needed; refuse a different embedding model."""
+        record = self.registry.get_kb(name)
+        if record is None:
+            collection = f"kbbot_{name}_g0"
+            self._collection(collection, model_name, dimension)
+            self.registry.upsert_kb(name, description, model_name, dimension, collection)
+            record = self.registry.get_kb(name)
+            assert record is not None
+        elif description and description != record.description:
+            self.registry.upsert_kb(name, description, record.embedding_model, record.dimension, record.collection)
+        self.check_model(name, model_name, dimension)
+        self.recover(name)
+        return self.registry.get_kb(name)  # type: ignore[return-value]
+
+    def require_kb(self, name: str) -> KbRecord:
+        record = self.registry.get_kb(name)
+        if record is None:
+            known = ", ".join(k.name for k in self.registry.list_kbs()) or "none yet"
+            raise KnowledgeBaseError(f"no knowledge base named {name!r} (known: {known})")
+        return record
+
+    def check_model(self, name: str, model_name: str, dimension: int) -> None:
+        record = self.require_kb(name)
+        if (record.embedding_model, record.dimension) != (model_name, dimension):
+            raise EmbeddingModelMismatch(
+                f"knowledge base {name!r} was indexed with {record.embedding_model} ({record.dimension}-d) but "
+                f"kbbot is configured for {model_name} ({dimension}-d); run `kbbot kb reindex {name}` to "
+                "re-embed it, or switch the embedding settings back"
+            )
+
+    def _collection(self, collection_name: str, model_name: str | None = None, dimension: int | None = None):
+        metadata = {"hnsw:space": "cosine"}
+        if model_name:
+            metadata |= {"embedding_model": model_name, "dimension": int(dimension or 0)}
+        # embedding_function=None: kbbot always passes vectors; Chroma's default would download a model.
+        return self.client.get_or_create_collection(collection_name, metadata=metadata, embedding_function=None)
+
+    def collection(self, kb: str):
+        name = self.require_kb(kb).collection
+        if name not in self._collections:
+            self._collections[name] = self._collection(name)
+        return self._collections[name]
+
+    def vector_store(self, kb: str):
+        from llama_index.vector_stores.chroma import ChromaVectorStore
+
+        return ChromaVectorStore(chroma_collection=self.collection(kb))
+
+    def delete_kb(self, name: str) -> None:
+        record = self.require_kb(name)
+        self.registry.delete_kb(name)
+        try:
+            self.client.delete_collection(record.collection)
+        except Exception as exc:  # already gone is fine
+            log.debug("delete_collection %s: %s", record.collection, exc)
+        shutil.rmtree(self._keyword_dir(name), ignore_errors=True)
+
+    # --- recovery ----------------------------------------------------------------------------
+
+    def recover(self, kb: str) -> None:
+        """Abandon versions of dead ingests and delete chunks that may never be retrieved."""
+        self.registry.recover_interrupted(kb)
+        stale = self.registry.stale_versions(kb)
+        if not stale:
+            return
+        vector_store = self.vector_store(kb)
+        for document, version in stale:
+            vector_store.delete(version_key(kb, document, version))
+        self.registry.forget_versions(kb, stale)
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def live_versions(self, kb: str) -> dict[str, int]:
+        generation = self.registry.generation(kb)
+        cached = self._live.get(kb)
+        if cached is None or cached[0] != generation:
+            cached = (generation, self.registry.live_versions(kb))
+            self._live[kb] = cached
+        return cached[1]
+
+    def live_chunks(self, kb: str) -> list[StoredChunk]:
+        live = self.live_versions(kb)
+        result = self.collection(kb).get(include=["documents", "metadatas"])
+        chunks = [
+            chunk_from_metadata(cid, text, meta)
+            for cid, text, meta in zip(result["ids"], result["documents"], result["metadatas"], strict=True)
+        ]
+        chunks = [c for c in chunks if live.get(c.document) == c.version]
+        chunks.sort(key=lambda c: (c.document, c.index))
+        return chunks
+
+    def get_chunks(self, kb: str, chunk_ids: list[str]) -> list[StoredChunk]:
+        if not chunk_ids:
+            return []
+        live = self.live_versions(kb)
+        result = self.collection(kb).get(ids=chunk_ids, include=["documents", "metadatas"])
+        by_id = {
+            cid: chunk_from_metadata(cid, text, meta)
+            for cid, text, meta in zip(result["ids"], result["documents"], result["metadatas"], strict=True)
+        }
+        return [by_id[c] for c in chunk_ids if c in by_id and live.get(by_id[c].document) == by_id[c].version]
+
+    def get_chunks_with_vectors(self, kb: str, chunk_ids: list[str]) -> list[tuple[StoredChunk, np.ndarray]]:
+        live = self.live_versions(kb)
+        result = self.collection(kb).get(ids=chunk_ids, include=["documents", "metadatas", "embeddings"])
+        pairs = []
+        for cid, text, meta, vector in zip(
+            result["ids"], result["documents"], result["metadatas"], result["embeddings"], strict=True
+        ):
+            chunk = chunk_from_metadata(cid, text, meta)
+            if live.get(chunk.document) == chunk.version:
+                pairs.append((chunk, np.asarray(vector, dtype=np.float32)))
+        return pairs
+
+    def dense_search(self, kb: str, query_vector: np.ndarray, k: int) -> list[tuple[StoredChunk, float]]:
+        """(chunk, cosine similarity) best first, live chunks only."""
+        live = self.live_versions(kb)
+        collection = self.collection(kb)
+        count = collection.count()
+        if count == 0:
+            return []
+        result = collection.query(
+            query_embeddings=[query_vector.tolist()], n_results=min(k, count), include=["documents", "metadatas", "distances"]
+        )
+        hits = []
+        for cid, text, meta, distance in zip(
+            result["ids"][0], result["documents"][0], result["metadatas"][0], result["distances"][0], strict=True
+        ):
+            chunk = chunk_from_metadata(cid, text, meta)
+            if live.get(chunk.document) == chunk.version:
+                hits.append((chunk, 1.0 - float(distance)))
+        return hits
+
+    # --- keyword index -----------------------------------------------------------------------
+
+    def _keyword_dir(self, kb: str) -> Path:
+        return self.data_dir / "keyword" / kb
+
+    def keyword_index(self, kb: str) -> KeywordIndex:
+        """The KB's BM25 index for its current generation: from memory, from disk, or rebuilt."""
+        generation = self.registry.generation(kb)
+        cached = self._keyword.get(kb)
+        if cached and cached[0] == generation:
+            return cached[1]
+        with self._lock:
+            cached = self._keyword.get(kb)
+            if cached and cached[0] == generation:
+                return cached[1]
+            directory = self._keyword_dir(kb) / f"g{generation}"
+            index = None
+            try:
+                index = KeywordIndex.load(directory)
+            except Exception as exc:  # a torn or old-format index is rebuilt, never trusted
+                log.warning("rebuilding keyword index for %s: %s", kb, exc)
+            if index is None:
+                index = self.rebuild_keyword_index(kb, generation)
+            self._keyword[kb] = (generation, index)
+            return index
+
+    def rebuild_keyword_index(self, kb: str, generation: int | None = None) -> KeywordIndex:
+        generation = self.registry.generation(kb) if generation is None else generation
+        chunks = self.live_chunks(kb)
+        index = KeywordIndex.build([c.chunk_id for c in chunks], [f"{c.header}\n{c.text}" for c in chunks])
+        directory = self._keyword_dir(kb) / f"g{generation}"
+        index.save(directory)
+        for old in self._keyword_dir(kb).glob("g*"):
+            if old.name != directory.name and not old.name.endswith(".tmp"):
+                shutil.rmtree(old, ignore_errors=True)
+        return index

@@ -1,0 +1,68 @@
+"""Language-aware text helpers shared by keyword search, chunking and answering."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
+_TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+(?:['’][^\W_]+)?", re.UNICODE)
+_CJK_RUN = re.compile(rf"^[{_CJK}]+$")
+_HAS_CJK = re.compile(rf"[{_CJK}]")
+
+# A compact English stop list: words that carry no retrieval signal in questions.
+STOPWORDS = frozenset(
+    ["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "yourselves", "s", "t", "don", "doesn", "didn", "isn", "aren", "wasn", "weren", "won", "wouldn", "shouldn", "couldn", "hasn", "haven", "hadn", "let", "us", "also", "may", "might", "must", "shall", "get", "got", "tell", "know", "please", "thanks", "thank", "hi", "hello", "hey"]
+)
+CJK_STOPWORDS = frozenset(["的", "了", "是", "在", "吗", "呢", "吧", "啊", "和", "与", "我", "你", "他", "她", "它", "们", "这", "那", "有", "就", "也", "都", "要", "会", "怎么", "什么", "多少", "如何"])
+
+
+def has_cjk(text: str) -> bool:
+    return bool(_HAS_CJK.search(text))
+
+
+@lru_cache(maxsize=1)
+def _stemmer():
+    import Stemmer
+
+    return Stemmer.Stemmer("english")
+
+
+def raw_tokens(text: str) -> list[str]:
+    """Lower-cased word tokens; CJK runs kept whole (split later)."""
+    return _TOKEN.findall(text.lower())
+
+
+def keyword_terms(text: str, *, keep_stopwords: bool = False) -> list[str]:
+    """Index/query terms: stemmed English words without stopwords; CJK as character bigrams.
+
+    Bigrams let Chinese text match without a segmenter: 报销政策 → 报销 销政 政策.
+    """
+    terms: list[str] = []
+    words: list[str] = []
+    for token in raw_tokens(text):
+        if _CJK_RUN.match(token):
+            if len(token) == 1:
+                if token not in CJK_STOPWORDS:
+                    terms.append(token)
+            else:
+                terms.extend(token[i : i + 2] for i in range(len(token) - 1))
+        elif keep_stopwords or token not in STOPWORDS:
+            words.append(token)
+    if words:
+        terms.extend(_stemmer().stemWords(words))
+    return terms
+
+
+def content_terms(text: str) -> set[str]:
+    """The set of meaningful terms of a text, for coverage/overlap measures."""
+    return {t for t in keyword_terms(text) if len(t) > 1 or has_cjk(t)}
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|(?<=[。！？；])|\n+")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences and list items; good enough for extractive answers in English and Chinese."""
+    parts = (p.strip() for p in _SENTENCE_END.split(text))
+    return [p for p in parts if p and any(ch.isalnum() for ch in p)]
