@@ -1,0 +1,75 @@
+"""The data that flows through the agent, and the one `Answer` every surface renders."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+Role = Literal["user", "assistant"]
+Status = Literal["answered", "insufficient_context"]
+
+
+@dataclass(frozen=True)
+class Turn:
+    role: Role
+    text: str
+
+    @classmethod
+    def from_json(cls, data: dict) -> Turn:
+        role = data.get("role")
+        if role not in ("user", "assistant"):
+            raise ValueError(f"history turn role must be 'user' or 'assistant', not {role!r}")
+        return cls(role, str(data.get("text") or ""))
+
+
+@dataclass
+class Citation:
+    n: int
+    kb: str
+    document: str
+    chunk_id: str
+    excerpt: str
+    score: float
+    location: str
+    source_url: str | None = None
+
+
+@dataclass
+class Route:
+    kbs: list[str]
+    scores: dict[str, float]
+    method: str = "offline"  # "offline" | "llm" | "pinned"
+
+
+@dataclass
+class RoundTrace:
+    query: str
+    kbs: list[str]
+    sufficient: bool
+    reason: str
+    top_scores: dict[str, float] = field(default_factory=dict)
+    evidence_ids: list[str] = field(default_factory=list)
+    policy: str = "offline"  # which policy graded this round: "offline" | "llm"
+
+
+@dataclass
+class Answer:
+    status: Status
+    answer: str
+    question: str
+    standalone_query: str
+    route: Route
+    rounds: list[RoundTrace]
+    citations: list[Citation]
+    timings_ms: dict[str, float]
+    mode: Literal["offline", "llm"] = "offline"
+    language: str = "en"
+    notes: list[str] = field(default_factory=list)  # e.g. "question truncated", "LLM unavailable: offline"
+    searched_kbs: list[str] = field(default_factory=list)
+
+    @property
+    def answered(self) -> bool:
+        return self.status == "answered"
+
+    def to_json(self) -> dict:
+        return asdict(self)
