@@ -39,6 +39,10 @@ class KeywordIndex:
     def __post_init__(self) -> None:
         self.position = {cid: i for i, cid in enumerate(self.chunk_ids)}
 
+    def knows(self, term: str) -> bool:
+        """Whether an index term (as produced by keyword_terms) occurs in any chunk."""
+        return self.bm25 is not None and term in self.bm25.vocab_dict
+
     def scores(self, query: str) -> np.ndarray | None:
         """BM25 score of every chunk for the query (None: no query term is in the index)."""
         if self.bm25 is None:
