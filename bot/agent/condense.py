@@ -1,0 +1,129 @@
+"""Condense: thread history + new message → one standalone query.
+
+Offline, a follow-up is recognised by its shape (a pronoun, a leading connective such as "and for",
+"what about", 那/还有, or too few content words to stand alone). It is then completed from the most
+recent user turn: pronouns are replaced by that turn's main subject, and the turn's key terms are
+added — except the ones the follow-up replaces ("employees" when it now asks about "contractors").
+Self-contained questions are returned unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from pydantic import BaseModel
+
+from bot.agent.models import Turn
+from tools.text import STOPWORDS, has_cjk, raw_tokens
+
+MAX_HISTORY_TURNS = 8
+
+_CONNECTIVE = re.compile(
+    r"^\s*(?:and|but|also|so|or|ok(?:ay)?|then|what about|how about|and what about|and how about|"
+    r"what if|same for|and for|and in|and on|and the|and if|what of)\b[\s,]*",
+    re.I,
+)
+_CJK_CONNECTIVE = re.compile(r"^\s*(?:那么|那|还有|另外|而且|然后|如果是)[，,\s]*")
+_PRONOUNS = {"it", "its", "they", "them", "their", "theirs", "this", "that", "these", "those",
+             "he", "him", "his", "she", "her", "hers", "there", "one", "ones"}
+_SUBJECT_PRONOUNS = re.compile(r"\b(it|they|them|he|she|him|her|this|that)\b", re.I)
+_POSSESSIVE_PRONOUNS = re.compile(r"\b(its|their|his|her)\b", re.I)
+_CJK_PRONOUN = re.compile(r"(它们|它|他们|她们|他|她|这个|那个|其)")
+_QUESTION_WORDS = {"what", "how", "when", "where", "who", "whom", "which", "why", "much", "many",
+                   "long", "does", "do", "did", "is", "are", "can", "could", "should", "would", "will"}
+# Proper-noun-ish phrases: capitalised words not at a sentence start, e.g. "Anna Vissi", "Shanghai office".
+_CAPITALISED = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][\w'’-]+(?:\s+(?:of|the|de|van|von)?\s*[A-Z][\w'’-]+)*)")
+
+
+class CondensedQuery(BaseModel):
+    standalone_query: str
+
+
+def content_words(text: str) -> list[str]:
+    """Surface words that carry meaning (not stopwords, not question words), in order, deduplicated."""
+    seen: dict[str, None] = {}
+    for token in raw_tokens(text):
+        if has_cjk(token) or (token not in STOPWORDS and token not in _QUESTION_WORDS and len(token) > 1):
+            seen.setdefault(token, None)
+    return list(seen)
+
+
+def is_follow_up(question: str) -> bool:
+    if _CONNECTIVE.match(question) or _CJK_CONNECTIVE.match(question):
+        return True
+    tokens = raw_tokens(question)
+    if has_cjk(question):
+        return bool(_CJK_PRONOUN.search(question)) or len(question.strip()) <= 6
+    if any(t in _PRONOUNS for t in tokens):
+        return True
+    return len(content_words(question)) <= 1
+
+
+def main_subject(text: str) -> str | None:
+    """The most salient noun phrase of a turn: a proper-noun phrase if there is one, else None."""
+    candidates = [m.group(1) for m in _CAPITALISED.finditer(text) if m.group(1).lower() not in STOPWORDS]
+    return max(candidates, key=len) if candidates else None
+
+
+def condense_offline(
+    question: str,
+    history: Sequence[Turn],
+    similarity: Callable[[list[str], list[str]], np.ndarray] | None = None,
+) -> str:
+    """Heuristic condensing. `similarity(a, b)` (word-embedding cosines, |a|×|b|) finds replaced terms."""
+    question = question.strip()
+    user_turns = [t.text for t in history[-MAX_HISTORY_TURNS:] if t.role == "user" and t.text.strip()]
+    if not user_turns or not is_follow_up(question):
+        return question
+    previous = user_turns[-1]
+
+    if has_cjk(question) or has_cjk(previous):
+        core = _CJK_CONNECTIVE.sub("", question)
+        core = _CJK_PRONOUN.sub("", core).strip(" ？?。")
+        context = "".join(ch for ch in previous if ch not in "？?。！!，,")
+        return f"{context} {core}".strip() if core else context
+
+    core = _CONNECTIVE.sub("", question).strip()
+    subject = main_subject(previous) or (main_subject(user_turns[0]) if len(user_turns) > 1 else None)
+    if subject and (_SUBJECT_PRONOUNS.search(core) or _POSSESSIVE_PRONOUNS.search(core)):
+        # The subject now stands in for the pronoun: the question is complete as it is.
+        if _POSSESSIVE_PRONOUNS.search(core):
+            return _POSSESSIVE_PRONOUNS.sub(f"{subject}'s", core, count=1)
+        return _SUBJECT_PRONOUNS.sub(subject, core, count=1)
+    new_words = content_words(core)
+    carried = [w for w in content_words(previous) if w not in new_words and w.lower() not in core.lower()]
+    if similarity is not None and new_words and carried:
+        carried = _drop_replaced(carried, new_words, similarity)
+    if not carried:
+        return core or question
+    return f"{core.rstrip('?').strip()} ({' '.join(carried)})" if core else " ".join(carried)
+
+
+def _drop_replaced(
+    carried: list[str], new_words: list[str], similarity: Callable[[list[str], list[str]], np.ndarray]
+) -> list[str]:
+    """Drop each carried word that a new word stands in for (its most similar counterpart, if close)."""
+    sims = similarity(new_words, carried)
+    replaced = set()
+    for row in sims:
+        best = int(np.argmax(row))
+        if row[best] >= 0.45:
+            replaced.add(best)
+    return [w for i, w in enumerate(carried) if i not in replaced]
+
+
+CONDENSE_SYSTEM = (
+    "You rewrite the user's latest message into one standalone search query for a company knowledge base. "
+    "Resolve pronouns and ellipsis from the conversation. Keep the user's language. If the message already "
+    "stands alone, return it unchanged. Never answer the question. Reply as JSON."
+)
+
+
+def condense_messages(question: str, history: Sequence[Turn]) -> list[dict]:
+    lines = [f"{t.role}: {t.text[:800]}" for t in history[-MAX_HISTORY_TURNS:]]
+    return [
+        {"role": "system", "content": CONDENSE_SYSTEM},
+        {"role": "user", "content": "Conversation:\n" + "\n".join(lines) + f"\n\nLatest message: {question}"},
+    ]

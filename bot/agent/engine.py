@@ -1,0 +1,482 @@
+"""The answer engine: condense → route → retrieve and self-check (≤ 3 rounds) → cited answer or refusal.
+
+Written as a llama-index Workflow: each step is small and typed, and the events name the data that
+flows between them. With an LLM configured, condense/route/grade/answer ask it first and fall back
+to the offline policy for that step on any failure; with no key, the offline policies are the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from llama_index.core.workflow import Event, StartEvent, StopEvent, Workflow, step
+
+from bot.agent import answering, condense, grading, messages, routing
+from bot.agent.access import Scope, allowed_kbs, channel_default_kbs
+from bot.agent.llm import LlmClient, LlmUnavailable
+from bot.agent.models import Answer, Citation, RoundTrace, Route, Turn
+from bot.config import Settings
+from tools.search import Evidence, HybridSearcher, SearchResult
+from tools.service import KnowledgeService
+from tools.text import content_terms, keyword_terms
+
+log = logging.getLogger(__name__)
+
+MAX_ROUNDS = 3
+MAX_QUESTION_CHARS = 2000
+EVIDENCE_PER_KB = 8
+EVIDENCE_TOTAL = 8
+
+
+class EmptyQuestion(ValueError):
+    """Nothing to answer: the message had no words once Slack markup was removed."""
+
+
+# --- the data that flows ----------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    """Everything one question accumulates on its way through the steps."""
+
+    question: str
+    history: Sequence[Turn]
+    pinned_kb: str | None
+    scope: Scope
+    on_status: Callable[[str], None] | None
+    language: str = "en"
+    standalone: str = ""
+    candidates: list[str] = field(default_factory=list)
+    preferred: list[str] = field(default_factory=list)
+    route: Route = field(default_factory=lambda: Route([], {}))
+    probes: dict[str, routing.KbProbe] = field(default_factory=dict)
+    rounds: list[RoundTrace] = field(default_factory=list)
+    searched: list[str] = field(default_factory=list)
+    tried: set[tuple[str, tuple[str, ...]]] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    used_llm: bool = False
+    started: float = field(default_factory=time.perf_counter)
+
+    def status(self, text: str) -> None:
+        if self.on_status is not None:
+            try:
+                self.on_status(text)
+            except Exception:  # a status update must never break an answer
+                log.debug("status callback failed", exc_info=True)
+
+    def timed(self, name: str, since: float) -> None:
+        self.timings[name] = round(self.timings.get(name, 0.0) + (time.perf_counter() - since) * 1000, 2)
+
+
+class AskEvent(StartEvent):
+    run: Run
+
+
+class QueryEvent(Event):
+    """The standalone query is known; next: pick the KBs."""
+
+    run: Run
+
+
+class RetrieveEvent(Event):
+    """Search these KBs with this query (a new round)."""
+
+    run: Run
+    query: str
+    kbs: list[str]
+    why: str = ""
+
+
+class EvidenceEvent(Event):
+    """One round's evidence, to be checked."""
+
+    run: Run
+    query: str
+    kbs: list[str]
+    evidence: list[Evidence]
+
+
+class AnswerEvent(Event):
+    """The evidence is sufficient; write the answer from it."""
+
+    run: Run
+    evidence: list[Evidence]
+    relevant_ids: list[str]
+
+
+class RefuseEvent(Event):
+    """Say plainly that the knowledge bases don't contain the answer."""
+
+    run: Run
+    reason: str
+
+
+# --- the workflow -----------------------------------------------------------------------------
+
+
+class AnswerWorkflow(Workflow):
+    def __init__(self, engine: AnswerEngine, **kwargs):
+        super().__init__(**kwargs)
+        self.engine = engine
+
+    @step
+    async def prepare(self, ev: AskEvent) -> QueryEvent | StopEvent:
+        run = ev.run
+        engine = self.engine
+        started = time.perf_counter()
+        run.candidates = engine.candidate_kbs(run.scope, run.pinned_kb)
+        if not run.candidates:
+            run.standalone = run.question
+            return StopEvent(result=engine.refusal(run, messages.no_knowledge_base(run.language)))
+        run.preferred = [] if run.pinned_kb else channel_default_kbs(engine.service.manifests(), run.scope.channel, run.candidates)
+        run.standalone = engine.condense(run)
+        run.timed("condense", started)
+        return QueryEvent(run=run)
+
+    @step
+    async def route(self, ev: QueryEvent) -> EvidenceEvent:
+        run = ev.run
+        started = time.perf_counter()
+        # The channel's own KBs are probed first; others only if they cannot answer (a later round).
+        first = run.preferred or run.candidates
+        run.status(f"Searching {', '.join(first)}…")
+        probes = self.engine.probe(run, run.standalone, first)
+        if run.pinned_kb:
+            chosen, method = [run.pinned_kb], "pinned"
+        else:
+            chosen, method = self.engine.choose(run, probes)
+        run.route = Route(chosen, {kb: p.score for kb, p in run.probes.items()}, method)
+        evidence = merge_evidence([probes[kb].result for kb in chosen if kb in probes])
+        run.tried.add((run.standalone, tuple(sorted(chosen))))
+        run.timed("route", started)
+        return EvidenceEvent(run=run, query=run.standalone, kbs=chosen, evidence=evidence)
+
+    @step
+    async def retrieve(self, ev: RetrieveEvent) -> EvidenceEvent:
+        run = ev.run
+        started = time.perf_counter()
+        run.status(f"Searching {', '.join(ev.kbs)} again ({ev.why})…" if ev.why else f"Searching {', '.join(ev.kbs)}…")
+        probes = self.engine.probe(run, ev.query, ev.kbs)
+        evidence = merge_evidence([probes[kb].result for kb in ev.kbs if kb in probes])
+        run.tried.add((ev.query, tuple(sorted(ev.kbs))))
+        run.timed("retrieve", started)
+        return EvidenceEvent(run=run, query=ev.query, kbs=ev.kbs, evidence=evidence)
+
+    @step
+    async def grade(self, ev: EvidenceEvent) -> AnswerEvent | RetrieveEvent | RefuseEvent:
+        run = ev.run
+        started = time.perf_counter()
+        for kb in ev.kbs:
+            if kb not in run.searched:
+                run.searched.append(kb)
+        verdict, policy = self.engine.grade(run, ev.evidence, ev.kbs)
+        run.rounds.append(
+            RoundTrace(
+                query=ev.query,
+                kbs=list(ev.kbs),
+                sufficient=verdict.sufficient,
+                reason=verdict.reason,
+                top_scores={e.chunk_id: round(e.score, 4) for e in ev.evidence[:3]},
+                evidence_ids=[e.chunk_id for e in ev.evidence],
+                policy=policy,
+            )
+        )
+        run.timed("grade", started)
+        if verdict.sufficient:
+            return AnswerEvent(run=run, evidence=ev.evidence, relevant_ids=list(verdict.relevant_ids))
+        if len(run.rounds) >= MAX_ROUNDS:
+            return RefuseEvent(run=run, reason=verdict.reason)
+        next_round = self.engine.reformulate(run, ev.query, ev.kbs, verdict)
+        if next_round is None:
+            return RefuseEvent(run=run, reason=verdict.reason)
+        return next_round
+
+    @step
+    async def answer(self, ev: AnswerEvent) -> StopEvent | RefuseEvent:
+        run = ev.run
+        started = time.perf_counter()
+        run.status("Writing the answer…")
+        draft = self.engine.write_answer(run, ev.evidence, ev.relevant_ids)
+        run.timed("answer", started)
+        if draft is None:
+            return RefuseEvent(run=run, reason="no statement in the evidence could be cited")
+        return StopEvent(result=self.engine.answered(run, draft))
+
+    @step
+    async def refuse(self, ev: RefuseEvent) -> StopEvent:
+        run = ev.run
+        text = messages.insufficient_context(run.language, run.searched or run.route.kbs, ev.reason)
+        return StopEvent(result=self.engine.refusal(run, text))
+
+
+def merge_evidence(results: Sequence[SearchResult]) -> list[Evidence]:
+    merged = [e for r in results for e in r.evidence]
+    merged.sort(key=lambda e: e.score, reverse=True)
+    return merged[:EVIDENCE_TOTAL]
+
+
+# --- the engine: policies behind the steps ----------------------------------------------------
+
+
+class AnswerEngine:
+    def __init__(self, service: KnowledgeService, settings: Settings | None = None, llm: LlmClient | None = None):
+        self.service = service
+        self.settings = settings or service.settings
+        self.llm = llm if llm is not None else (LlmClient(self.settings) if self.settings.llm_enabled else None)
+        self.searcher = HybridSearcher(service.store, service.embedder)
+        self._descriptions: dict[str, tuple[str, np.ndarray]] = {}
+        self._lock = threading.Lock()
+        self._workflow = AnswerWorkflow(engine=self, timeout=None)
+
+    @property
+    def mode(self) -> str:
+        return "llm" if self.llm is not None else "offline"
+
+    # --- entry points ------------------------------------------------------------------------
+
+    def answer(
+        self,
+        question: str,
+        history: Sequence[Turn] = (),
+        kb: str | None = None,
+        scope: Scope | None = None,
+        on_status: Callable[[str], None] | None = None,
+    ) -> Answer:
+        """Answer one question. Raises EmptyQuestion for a message with no words; never anything else
+        for bad input."""
+        return asyncio.run(self.aanswer(question, history, kb, scope, on_status))
+
+    async def aanswer(
+        self,
+        question: str,
+        history: Sequence[Turn] = (),
+        kb: str | None = None,
+        scope: Scope | None = None,
+        on_status: Callable[[str], None] | None = None,
+    ) -> Answer:
+        run = Run(question="", history=list(history), pinned_kb=kb, scope=scope or Scope(), on_status=on_status)
+        run.question = self._clean_question(question, run)
+        run.language = messages.language_of(run.question)
+        if kb is not None:
+            self.service.store.require_kb(kb)  # a clear error for an unknown KB
+        answer: Answer = await self._workflow.run(start_event=AskEvent(run=run))
+        return answer
+
+    # --- prepare -----------------------------------------------------------------------------
+
+    def _clean_question(self, question: str, run: Run) -> str:
+        text = clean_slack_markup(question or "")
+        if not text or not any(ch.isalnum() for ch in text):
+            raise EmptyQuestion("the question is empty: ask me something about your documents")
+        if len(text) > MAX_QUESTION_CHARS:
+            text = text[:MAX_QUESTION_CHARS].rsplit(" ", 1)[0]
+            run.notes.append(messages.truncated_note(MAX_QUESTION_CHARS))
+        return text
+
+    def candidate_kbs(self, scope: Scope, pinned: str | None) -> list[str]:
+        manifests = self.service.manifests()
+        allowed = allowed_kbs(manifests, scope)
+        ready = [kb for kb in allowed if self.service.store.live_versions(kb)]
+        if pinned is not None:
+            return [pinned] if pinned in allowed else []
+        return ready
+
+    def condense(self, run: Run) -> str:
+        history = [Turn(t.role, clean_slack_markup(t.text)) for t in run.history]
+        if not history:
+            return run.question
+        if self.llm is not None:
+            try:
+                result = self.llm.structured(condense.condense_messages(run.question, history), condense.CondensedQuery)
+                query = clean_slack_markup(result.standalone_query)
+                if query and len(query) <= 4 * max(len(run.question), 200):
+                    run.used_llm = True
+                    return query
+                run.notes.append("LLM condense output unusable: offline condense used")
+            except LlmUnavailable as exc:
+                run.notes.append(f"LLM unavailable for condense ({exc}): offline condense used")
+        return condense.condense_offline(run.question, history, self.word_similarity)
+
+    def word_similarity(self, a: list[str], b: list[str]) -> np.ndarray:
+        embedder = self.service.embedder
+        left = np.stack([embedder.embed_query(w) for w in a])
+        right = np.stack([embedder.embed_query(w) for w in b])
+        return left @ right.T
+
+    # --- route / retrieve --------------------------------------------------------------------
+
+    def description_vector(self, kb: str) -> np.ndarray | None:
+        manifest = self.service.manifests().get(kb)
+        if manifest is None:
+            return None
+        cached = self._descriptions.get(kb)
+        if cached is None or cached[0] != manifest.description:
+            vector = self.service.embedder.embed_query(f"{kb}: {manifest.description}")
+            cached = (manifest.description, vector)
+            with self._lock:
+                self._descriptions[kb] = cached
+        return cached[1]
+
+    def probe(self, run: Run, query: str, kbs: Sequence[str]) -> dict[str, routing.KbProbe]:
+        query_vector = self.service.embedder.embed_query(query)
+        probes = {}
+        for kb in kbs:
+            result = self.searcher.search(query, kb, k=EVIDENCE_PER_KB, query_vector=query_vector)
+            description = self.description_vector(kb)
+            similarity = float(np.dot(query_vector, description)) if description is not None else 0.0
+            probes[kb] = routing.KbProbe(kb, result, similarity)
+            if query == run.standalone:
+                run.probes[kb] = probes[kb]
+        return probes
+
+    def choose(self, run: Run, probes: dict[str, routing.KbProbe]) -> tuple[list[str], str]:
+        offline = routing.choose_kbs(list(probes.values()))
+        if self.llm is None or len(probes) < 2:
+            return offline, "offline"
+        descriptions = {kb: m.description for kb, m in self.service.manifests().items()}
+        try:
+            choice = self.llm.structured(
+                routing.route_messages(run.standalone, list(probes.values()), descriptions), routing.RouteChoice
+            )
+        except LlmUnavailable as exc:
+            run.notes.append(f"LLM unavailable for routing ({exc}): offline routing used")
+            return offline, "offline"
+        chosen = [kb for kb in dict.fromkeys(choice.kbs) if kb in probes][:2]
+        if not chosen:
+            run.notes.append("LLM routing named no searchable knowledge base: offline routing used")
+            return offline, "offline"
+        run.used_llm = True
+        return chosen, "llm"
+
+    # --- grade / reformulate -----------------------------------------------------------------
+
+    def term_known(self, kbs: Sequence[str]) -> Callable[[str], bool]:
+        indexes = [self.service.store.keyword_index(kb) for kb in kbs]
+        return lambda term: any(index.knows(term) for index in indexes)
+
+    def grade(self, run: Run, evidence: list[Evidence], kbs: Sequence[str]) -> tuple[grading.Verdict, str]:
+        # Always judged against the standalone query: a reformulation may find new evidence,
+        # never lower the bar.
+        query_terms = content_terms(run.standalone)
+        for e in evidence:
+            e.coverage = len(query_terms & content_terms(f"{e.chunk.header}\n{e.chunk.text}")) / max(len(query_terms), 1)
+        offline = grading.grade_offline(run.standalone, evidence, self.term_known(kbs))
+        if self.llm is None or not evidence:
+            return offline, "offline"
+        if not offline.sufficient and "never mentions" in offline.reason:
+            return offline, "offline"  # a missing name is a fact, not a judgement call
+        best_cosine = max(e.cosine for e in evidence)
+        if best_cosine < grading.MIN_COSINE:
+            return offline, "offline"
+        try:
+            verdict = self.llm.structured(grading.grade_messages(run.standalone, evidence), grading.GradeVerdict)
+        except LlmUnavailable as exc:
+            run.notes.append(f"LLM unavailable for grading ({exc}): offline check used")
+            return offline, "offline"
+        ids = {f"E{i + 1}": e.chunk_id for i, e in enumerate(evidence)}
+        relevant = tuple(ids[r] for r in verdict.relevant_ids if r in ids)
+        run.used_llm = True
+        reason = "the evidence answers the question" if verdict.sufficient else f"missing: {verdict.missing or 'unspecified'}"
+        return grading.Verdict(verdict.sufficient and bool(relevant), reason, relevant, verdict.missing), "llm"
+
+    def reformulate(self, run: Run, query: str, kbs: list[str], verdict: grading.Verdict) -> RetrieveEvent | None:
+        """The next round: widen to KBs not yet searched, or rephrase the query; never repeat a round."""
+        others = [kb for kb in run.candidates if kb not in run.searched]
+        if self.llm is not None:
+            try:
+                rewrite = self.llm.structured(
+                    condense.condense_messages(
+                        f"{run.standalone}\n(The previous search for '{query}' missed: {verdict.missing or verdict.reason}. "
+                        "Rewrite the search query to find it.)",
+                        run.history,
+                    ),
+                    condense.CondensedQuery,
+                )
+                candidate = clean_slack_markup(rewrite.standalone_query)
+                target = kbs if not others else kbs + others
+                if candidate and (candidate, tuple(sorted(target))) not in run.tried:
+                    run.used_llm = True
+                    return RetrieveEvent(run=run, query=candidate, kbs=target, why="rephrased")
+            except LlmUnavailable as exc:
+                run.notes.append(f"LLM unavailable for reformulation ({exc}): offline reformulation used")
+        for candidate, target, why in self._offline_reformulations(run, query, kbs, others):
+            if candidate and target and (candidate, tuple(sorted(target))) not in run.tried:
+                return RetrieveEvent(run=run, query=candidate, kbs=target, why=why)
+        return None
+
+    def _offline_reformulations(self, run: Run, query: str, kbs: list[str], others: list[str]):
+        # 1. Widen: KBs the channel narrowing or the router left out.
+        if others:
+            yield run.standalone, others, "other knowledge bases"
+        # 2. Keywords only: long chatty questions dilute both dense and keyword scores.
+        keywords = " ".join(condense.content_words(run.standalone))
+        yield keywords, kbs, "keywords only"
+        # 3. Every KB the question may use, with the keyword query.
+        yield keywords, list(run.candidates), "all knowledge bases"
+
+    # --- answer ------------------------------------------------------------------------------
+
+    def write_answer(self, run: Run, evidence: list[Evidence], relevant_ids: list[str]) -> answering.DraftAnswer | None:
+        chosen = answering.select_evidence(evidence, relevant_ids)
+        if self.llm is not None:
+            try:
+                text = self.llm.complete(answering.answer_messages(run.standalone, chosen))
+                draft = answering.validate_llm_answer(text, chosen)
+                if draft is not None:
+                    run.used_llm = True
+                    return draft
+                run.notes.append("the LLM's answer had no valid citation: extractive answer used")
+            except LlmUnavailable as exc:
+                run.notes.append(f"LLM unavailable for the answer ({exc}): extractive answer used")
+        return answering.extractive_answer(run.standalone, chosen)
+
+    def _finish(self, run: Run, status: str, text: str, citations: list[Citation]) -> Answer:
+        run.timings["total"] = round((time.perf_counter() - run.started) * 1000, 2)
+        return Answer(
+            status=status,  # type: ignore[arg-type]
+            answer=text,
+            question=run.question,
+            standalone_query=run.standalone,
+            route=run.route,
+            rounds=run.rounds,
+            citations=citations,
+            timings_ms=run.timings,
+            mode="llm" if run.used_llm else "offline",
+            language=run.language,
+            notes=run.notes,
+            searched_kbs=run.searched,
+        )
+
+    def answered(self, run: Run, draft: answering.DraftAnswer) -> Answer:
+        return self._finish(run, "answered", draft.text, draft.citations)
+
+    def refusal(self, run: Run, text: str) -> Answer:
+        return self._finish(run, "insufficient_context", text, [])
+
+
+_USER_MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
+_SPECIAL_MENTION = re.compile(r"<!(?:here|channel|everyone)(?:\|[^>]*)?>|<!subteam\^[A-Z0-9]+(?:\|([^>]*))?>")
+_CHANNEL = re.compile(r"<#[A-Z0-9]+\|([^>]*)>")
+_LINK = re.compile(r"<((?:https?|mailto):[^|>]+)(?:\|([^>]*))?>")
+
+
+def clean_slack_markup(text: str) -> str:
+    """Slack message markup → plain text: mentions dropped, links to their labels, entities decoded."""
+    text = _USER_MENTION.sub(" ", text)
+    text = _SPECIAL_MENTION.sub(lambda m: m.group(1) or " ", text)
+    text = _CHANNEL.sub(lambda m: f"#{m.group(1)}", text)
+    text = _LINK.sub(lambda m: m.group(2) or m.group(1), text)
+    text = html.unescape(text)
+    return " ".join(text.split())
+
+
+__all__ = ["AnswerEngine", "EmptyQuestion", "clean_slack_markup", "keyword_terms"]

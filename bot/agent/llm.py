@@ -1,0 +1,135 @@
+"""The LLM behind condense/route/grade/answer: the `openai` client, retried with tenacity.
+
+Every structured call is validated against a pydantic model; anything that fails (transport,
+status, JSON, schema) raises `LlmUnavailable`, and the caller falls back to the offline policy for
+that step and notes it in the trace. Nothing here ever crashes a question.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import TypeVar
+
+import openai
+from pydantic import BaseModel, ValidationError
+from tenacity import RetryCallState, retry, retry_if_exception, stop_after_attempt, stop_after_delay
+
+from bot.config import Settings
+
+log = logging.getLogger(__name__)
+
+Model = TypeVar("Model", bound=BaseModel)
+
+MAX_ATTEMPTS = 4
+MAX_TOTAL_SECONDS = 25.0
+MAX_BACKOFF_SECONDS = 8.0
+
+
+class LlmUnavailable(RuntimeError):
+    """This step cannot use the LLM (after retries); str(exc) says why, without secrets."""
+
+
+def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError | openai.RateLimitError):
+        return True
+    return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
+
+
+def _wait(state: RetryCallState) -> float:
+    """Honour Retry-After when the server sends it; otherwise exponential backoff."""
+    exc = state.outcome.exception() if state.outcome else None
+    response = getattr(exc, "response", None)
+    header = response.headers.get("retry-after") if response is not None else None
+    if header:
+        try:
+            return min(float(header), MAX_BACKOFF_SECONDS)
+        except ValueError:
+            pass
+    return min(0.5 * 2 ** (state.attempt_number - 1), MAX_BACKOFF_SECONDS)
+
+
+class LlmClient:
+    def __init__(self, settings: Settings):
+        assert settings.openai_api_key is not None
+        # Retries are ours (tenacity), so the client's own are off: one policy, one budget.
+        self._client = openai.OpenAI(
+            api_key=settings.openai_api_key.get_secret_value(),
+            base_url=settings.openai_base_url,
+            timeout=settings.llm_timeout_s,
+            max_retries=0,
+        )
+        self.model = settings.chat_model
+
+    @retry(
+        retry=retry_if_exception(_retryable),
+        wait=_wait,
+        stop=stop_after_attempt(MAX_ATTEMPTS) | stop_after_delay(MAX_TOTAL_SECONDS),
+        reraise=True,
+    )
+    def _complete(self, messages: list[dict], response_format: dict | None, max_tokens: int) -> str:
+        kwargs: dict = {"model": self.model, "messages": messages, "temperature": 0, "max_tokens": max_tokens}
+        if response_format is not None:
+            kwargs["response_format"] = response_format
+        response = self._client.chat.completions.create(**kwargs)
+        content = response.choices[0].message.content if response.choices else None
+        if not content:
+            raise LlmUnavailable("the model returned no content")
+        return content
+
+    def complete(self, messages: list[dict], max_tokens: int = 600) -> str:
+        started = time.perf_counter()
+        try:
+            return self._complete(messages, None, max_tokens)
+        except openai.OpenAIError as exc:
+            raise LlmUnavailable(_describe(exc)) from exc
+        finally:
+            log.debug("llm text call %.0f ms", (time.perf_counter() - started) * 1000)
+
+    def structured(self, messages: list[dict], schema: type[Model], max_tokens: int = 400) -> Model:
+        """A JSON answer validated against `schema` (strict json_schema response format)."""
+        response_format = {
+            "type": "json_schema",
+            "json_schema": {"name": schema.__name__, "schema": _strict_schema(schema), "strict": True},
+        }
+        try:
+            content = self._complete(messages, response_format, max_tokens)
+        except openai.OpenAIError as exc:
+            raise LlmUnavailable(_describe(exc)) from exc
+        try:
+            return schema.model_validate(json.loads(_strip_fences(content)))
+        except (json.JSONDecodeError, ValidationError) as exc:
+            raise LlmUnavailable(f"malformed {schema.__name__} output ({type(exc).__name__})") from exc
+
+
+def _describe(exc: openai.OpenAIError) -> str:
+    status = getattr(exc, "status_code", None)
+    return f"{type(exc).__name__}" + (f" (HTTP {status})" if status else "")
+
+
+def _strip_fences(text: str) -> str:
+    text = text.strip()
+    if text.startswith("```"):
+        text = text.strip("`")
+        text = text[text.find("{") :] if "{" in text else text
+    return text
+
+
+def _strict_schema(schema: type[BaseModel]) -> dict:
+    """OpenAI strict mode wants every property required and no extra properties."""
+    spec = schema.model_json_schema()
+
+    def tighten(node: dict) -> None:
+        if node.get("type") == "object" and "properties" in node:
+            node["required"] = list(node["properties"])
+            node["additionalProperties"] = False
+            for child in node["properties"].values():
+                tighten(child)
+        if node.get("type") == "array" and isinstance(node.get("items"), dict):
+            tighten(node["items"])
+        for definition in node.get("$defs", {}).values():
+            tighten(definition)
+
+    tighten(spec)
+    return spec
