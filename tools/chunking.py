@@ -44,7 +44,8 @@ def chunk_document(
     for section in parsed.sections:
         pieces = [p.strip() for p in splitter.split_text(section.text) if p.strip()]
         if len(pieces) > 1 and len(pieces[-1]) < MIN_CHUNK_CHARS:
-            pieces[-2] = pieces[-2] + " " + pieces.pop()
+            tail = pieces.pop()
+            pieces[-1] = f"{pieces[-1]} {tail}"
         for piece in pieces:
             drafts.append(ChunkDraft(len(drafts), piece, section.location))
     return drafts
