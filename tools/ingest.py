@@ -66,8 +66,12 @@ class _Prepared:
     drafts: list[ChunkDraft]
 
 
+# Bump when parsing or chunking changes what a file becomes: every document then re-ingests once.
+PIPELINE_VERSION = b"kbbot-pipeline-2"
+
+
 def content_hash(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+    return hashlib.sha256(PIPELINE_VERSION + b"\0" + data).hexdigest()
 
 
 class Ingestor:

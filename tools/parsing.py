@@ -162,11 +162,15 @@ def _parse_html(raw: bytes, path: Path) -> ParsedDocument:
             tag.decompose()
     root = soup.find("main") or soup.find("article") or soup.body or soup
     lines: list[str] = []
-    for element in root.find_all(["h1", "h2", "h3", "h4", "h5", "h6", "p", "li", "pre", "td", "th", "dt", "dd", "blockquote"]):
-        if element.find_parent(["p", "li", "pre", "td", "th", "dd", "blockquote"]) is not None:
+    for element in root.find_all(["h1", "h2", "h3", "h4", "h5", "h6", "p", "li", "pre", "tr", "dt", "dd", "blockquote"]):
+        if element.find_parent(["p", "li", "pre", "tr", "dd", "blockquote"]) is not None:
             continue  # text already taken with its block ancestor
-        text = element.get_text(" ", strip=True)
-        if not text:
+        if element.name == "tr":
+            # A table row is one line, cells separated, so a row's facts stay together.
+            text = " | ".join(c.get_text(" ", strip=True) for c in element.find_all(["td", "th"]))
+        else:
+            text = element.get_text(" ", strip=True)
+        if not text.strip(" |"):
             continue
         if element.name[0] == "h" and element.name[1:].isdigit():
             lines.append("#" * int(element.name[1]) + " " + text)
@@ -197,7 +201,8 @@ def _parse_pdf(raw: bytes, path: Path) -> ParsedDocument:
         if reader.is_encrypted:
             raise UnreadableDocument("the PDF is encrypted; upload an unprotected copy")
         sections = [
-            Section(page.extract_text() or "", f"p. {number}") for number, page in enumerate(reader.pages, start=1)
+            Section(_join_pdf_lines(page.extract_text() or ""), f"p. {number}")
+            for number, page in enumerate(reader.pages, start=1)
         ]
         title = (reader.metadata.title if reader.metadata else None) or path.stem
     except UnreadableDocument:
@@ -205,6 +210,31 @@ def _parse_pdf(raw: bytes, path: Path) -> ParsedDocument:
     except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, OSError) as exc:
         raise UnreadableDocument(f"corrupt PDF ({type(exc).__name__}: {str(exc)[:120]})") from exc
     return ParsedDocument(str(title), sections)
+
+
+_PDF_BLOCK_START = re.compile(r"^\s*(?:[-•*▪◦]|\d{1,2}[.)]\s|[A-Z][A-Za-z ]{0,40}$)")
+
+
+def _join_pdf_lines(text: str) -> str:
+    """PDF text breaks lines where the layout did; rejoin lines that continue a sentence.
+
+    A line ends a block when it ends with sentence punctuation or a colon, or the next line starts a
+    list item. Short title-like lines stay on their own (headings).
+    """
+    lines = [line.rstrip() for line in text.splitlines()]
+    out: list[str] = []
+    for line in lines:
+        if not line.strip():
+            out.append("")
+            continue
+        previous = out[-1] if out else ""
+        continues = previous.endswith(",") or line.lstrip()[:1].islower()
+        if previous and not re.search(r"[.!?:;。！？：]$", previous) and not _PDF_BLOCK_START.match(line) \
+                and (len(previous) > 40 or continues):
+            out[-1] = f"{out[-1]} {line.strip()}"
+        else:
+            out.append(line)
+    return "\n".join(out)
 
 
 # --- docx -------------------------------------------------------------------------------------

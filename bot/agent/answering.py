@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from bot.agent.grading import evidence_block
 from bot.agent.models import Citation
@@ -66,18 +68,53 @@ def _shorten(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + "…"
 
 
-def extractive_answer(query: str, evidence: Sequence[Evidence]) -> DraftAnswer | None:
+SHORT_LINE_CHARS = 40
+MAX_UNIT_CHARS = 260
+
+
+def answer_units(text: str) -> list[str]:
+    """Sentences, with runs of short fragments (table cells, PDF table lines) kept together as one unit."""
+    units: list[str] = []
+    run: list[str] = []
+    for sentence in split_sentences(text):
+        if len(sentence) < SHORT_LINE_CHARS and sum(len(p) for p in run) + len(sentence) < MAX_UNIT_CHARS:
+            run.append(sentence)
+            continue
+        if run:
+            units.append(" ".join(run))
+            run = []
+        units.append(sentence)
+    if run:
+        units.append(" ".join(run))
+    return units
+
+
+SEMANTIC_CANDIDATES = 8
+SEMANTIC_WEIGHT = 0.6
+
+
+def extractive_answer(
+    query: str,
+    evidence: Sequence[Evidence],
+    query_vector: np.ndarray | None = None,
+    embed: Callable[[list[str]], np.ndarray] | None = None,
+) -> DraftAnswer | None:
+    """The best evidence sentences, cited. With `embed`, the lexical front-runners are re-scored by
+    their meaning too, so "handover" finds the sentence that says "handoff"."""
     query_terms = content_terms(query)
     wants_number = bool(_NUMBER_QUESTION.search(query))
     candidates: list[tuple[float, int, int, str]] = []  # (score, chunk rank, position, sentence)
     for rank, item in enumerate(evidence):
-        for position, sentence in enumerate(split_sentences(item.chunk.text)):
+        for position, sentence in enumerate(answer_units(item.chunk.text)):
             candidates.append((0.0, rank, position, sentence))
     if not candidates or not query_terms:
         return None
 
-    # Rarer query terms (within the evidence) say more about which sentence answers.
-    sentence_terms = [content_terms(c[3]) for c in candidates]
+    # Rarer query terms (within the evidence) say more about which sentence answers. A sentence
+    # also "contains" its section's heading terms: under "SEV1 - Critical", "first update within
+    # 20 minutes" is about SEV1.
+    header_terms = [content_terms(e.chunk.location) for e in evidence]
+    sentence_terms = [content_terms(c[3]) | header_terms[c[1]] for c in candidates]
     document_frequency = {t: sum(t in terms for terms in sentence_terms) for t in query_terms}
     weight = {t: math.log(1 + len(candidates) / (1 + df)) for t, df in document_frequency.items()}
     total_weight = sum(weight.values()) or 1.0
@@ -91,6 +128,12 @@ def extractive_answer(query: str, evidence: Sequence[Evidence]) -> DraftAnswer |
             score -= 0.2  # headings and fragments answer little
         scored.append((score, rank, position, sentence))
     scored.sort(key=lambda c: c[0], reverse=True)
+    if embed is not None and query_vector is not None:
+        head = scored[:SEMANTIC_CANDIDATES]
+        vectors = embed([c[3] for c in head])
+        cosines = vectors @ query_vector
+        head = [(c[0] + SEMANTIC_WEIGHT * float(cos), *c[1:]) for c, cos in zip(head, cosines, strict=True)]
+        scored = sorted(head, key=lambda c: c[0], reverse=True) + scored[SEMANTIC_CANDIDATES:]
     best_score = scored[0][0]
     if best_score <= 0.1:
         return None

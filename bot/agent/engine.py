@@ -26,7 +26,7 @@ from bot.agent.models import Answer, Citation, RoundTrace, Route, Turn
 from bot.config import Settings
 from tools.search import Evidence, HybridSearcher, SearchResult
 from tools.service import KnowledgeService
-from tools.text import content_terms, keyword_terms
+from tools.text import content_terms, has_cjk, keyword_terms
 
 log = logging.getLogger(__name__)
 
@@ -366,10 +366,12 @@ class AnswerEngine:
     def grade(self, run: Run, evidence: list[Evidence], kbs: Sequence[str]) -> tuple[grading.Verdict, str]:
         # Always judged against the standalone query: a reformulation may find new evidence,
         # never lower the bar.
-        query_terms = content_terms(run.standalone)
+        known = self.term_known(kbs)
+        # CJK bigrams that straddle two words never occur in any text; count only those the KB knows.
+        query_terms = {t for t in content_terms(run.standalone) if not has_cjk(t) or known(t)}
         for e in evidence:
             e.coverage = len(query_terms & content_terms(f"{e.chunk.header}\n{e.chunk.text}")) / max(len(query_terms), 1)
-        offline = grading.grade_offline(run.standalone, evidence, self.term_known(kbs))
+        offline = grading.grade_offline(run.standalone, evidence, known)
         if self.llm is None or not evidence:
             return offline, "offline"
         if not offline.sufficient and "never mentions" in offline.reason:
@@ -437,7 +439,10 @@ class AnswerEngine:
                 run.notes.append("the LLM's answer had no valid citation: extractive answer used")
             except LlmUnavailable as exc:
                 run.notes.append(f"LLM unavailable for the answer ({exc}): extractive answer used")
-        return answering.extractive_answer(run.standalone, chosen)
+        embedder = self.service.embedder
+        return answering.extractive_answer(
+            run.standalone, chosen, embedder.embed_query(run.standalone), embedder.embed_documents
+        )
 
     def _finish(self, run: Run, status: str, text: str, citations: list[Citation]) -> Answer:
         run.timings["total"] = round((time.perf_counter() - run.started) * 1000, 2)
