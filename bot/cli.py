@@ -98,6 +98,12 @@ def cmd_kb_reindex(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    from bot.slack.server import cmd_serve as serve  # slack-bolt loads only for `serve`
+
+    return serve(args, settings)
+
+
 # --- parser -----------------------------------------------------------------------------------
 
 
@@ -130,6 +136,15 @@ def build_parser() -> argparse.ArgumentParser:
     kb_reindex = kb.add_parser("reindex", help="re-embed a knowledge base with the configured model")
     kb_reindex.add_argument("name")
     kb_reindex.set_defaults(handler=cmd_kb_reindex)
+
+    serve = commands.add_parser("serve", help="run the Slack bot (Socket Mode with SLACK_APP_TOKEN, else HTTP on PORT)")
+    serve.add_argument("--host", default="0.0.0.0", help="HTTP mode: interface to listen on")
+    serve.add_argument("--port", type=int, default=None, help="HTTP mode: port (default: PORT or 3000)")
+    serve.set_defaults(handler=cmd_serve)
+
+    from bot.eval.cli import add_parser as add_eval_parser  # argparse only; the harness loads lazily
+
+    add_eval_parser(commands)
 
     return parser
 

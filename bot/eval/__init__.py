@@ -1,0 +1,1 @@
+"""`kbbot eval`: the benchmark harness (retrieval, routing, abstention, multi-turn) and its metrics."""

@@ -1,0 +1,92 @@
+"""`kbbot eval …` sub-commands. Only argparse is imported here; the harness loads when a command runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def add_parser(commands) -> None:
+    ev = commands.add_parser("eval", help="benchmarks: retrieval, routing, abstention, multiturn, all")
+    sub = ev.add_subparsers(dest="eval_command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--json", action="store_true", help="print one JSON object (no progress)")
+        p.add_argument("--data-dir", type=Path, default=None,
+                       help="where benchmark KBs and the embedding cache live (default: $KBBOT_DATA_DIR/eval)")
+        p.add_argument("--no-cache", action="store_true", help="do not use the corpus embedding cache")
+        p.add_argument("--fresh", action="store_true", help="rebuild benchmark KBs even if unchanged")
+
+    r = sub.add_parser("retrieval", help="kbbot vs bm25 / dense / llama-index on a BEIR-layout dataset")
+    r.add_argument("--dataset", required=True, help="a folder in BEIR layout, or a name under ../shared/datasets")
+    r.add_argument("--split", default="test")
+    r.add_argument("--systems", default="kbbot,bm25,dense,llamaindex")
+    r.add_argument("--ingest-sample", type=int, default=500,
+                   help="documents for the uncached ingest-speed comparison (0: skip)")
+    common(r)
+
+    ro = sub.add_parser("routing", help="router top-1 accuracy, confusion matrix, leave-one-out refusals")
+    ro.add_argument("--datasets", default="scifact,cranfield,cisi")
+    ro.add_argument("--split", default="test")
+    common(ro)
+
+    a = sub.add_parser("abstention", help="answered / abstained on SQuAD 2.0 answerable and unanswerable questions")
+    a.add_argument("--dataset", default="squad2-sample")
+    a.add_argument("--limit", type=int, default=0, help="only the first N questions (0: all)")
+    common(a)
+
+    m = sub.add_parser("multiturn", help="recall@5 and routing for raw / condensed / whole-conversation queries")
+    m.add_argument("--dataset", default="mtrag-un")
+    m.add_argument("--canard", default="canard-dev", help="CANARD rewrites for the condenser's token F1 ('' to skip)")
+    m.add_argument("--limit", type=int, default=0)
+    common(m)
+
+    al = sub.add_parser("all", help="every benchmark; writes docs/benchmarks.md (what `make bench` runs)")
+    al.add_argument("--output", type=Path, default=None, help="markdown report (default: docs/benchmarks.md)")
+    al.add_argument("--ingest-sample", type=int, default=500)
+    common(al)
+    ev.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace, settings) -> int:
+    from bot.eval.workspace import EvalWorkspace
+
+    ws = EvalWorkspace(settings, args.data_dir, use_cache=not args.no_cache, progress=not args.json)
+    command = args.eval_command
+    if command == "retrieval":
+        from bot.eval.datasets import resolve
+        from bot.eval.retrieval import eval_retrieval, format_ingest, format_table
+
+        systems = tuple(s.strip() for s in args.systems.split(",") if s.strip())
+        result = eval_retrieval(ws, resolve(args.dataset), args.split, systems, args.ingest_sample, args.fresh)
+        return _emit(args, result, lambda r: f"{r['dataset']} ({r['split']}, {r['queries']} queries, "
+                     f"{r['documents']} docs, {r['chunks']} chunks)\n{format_table(r)}\n{format_ingest(r)}")
+    if command == "routing":
+        from bot.eval.routing import eval_routing, format_routing
+
+        names = [s.strip() for s in args.datasets.split(",") if s.strip()]
+        return _emit(args, eval_routing(ws, names, args.split, args.fresh), format_routing)
+    if command == "abstention":
+        from bot.eval.abstention import eval_abstention, format_abstention
+
+        return _emit(args, eval_abstention(ws, args.dataset, args.limit, args.fresh), format_abstention)
+    if command == "multiturn":
+        from bot.eval.multiturn import eval_multiturn, format_multiturn
+
+        return _emit(args, eval_multiturn(ws, args.dataset, args.canard, args.limit, args.fresh), format_multiturn)
+    if command == "all":
+        from bot.eval.report import run_all
+
+        return _emit(args, run_all(ws, args.output, args.ingest_sample, args.fresh), lambda r: r["markdown"])
+    raise AssertionError(command)
+
+
+def _emit(args: argparse.Namespace, result: dict, render) -> int:
+    if args.json:
+        print(json.dumps({k: v for k, v in result.items() if k != "markdown"}, ensure_ascii=False))
+    else:
+        print(render(result))
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,94 @@
+"""An embedding cache for benchmark corpora, keyed by model + text hash (sqlite under the eval dir).
+
+It wraps the configured embedder for ingest and baselines only, so reruns of a benchmark do not
+re-encode an unchanged corpus. Every figure that used it says so (hits/misses are counted).
+Query embeddings are never cached here: query latency always includes encoding the query.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+
+class EmbeddingCache:
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path), check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(model: str, text: str) -> str:
+        return hashlib.sha256(f"{model}\n{text}".encode()).hexdigest()
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        with self._lock:
+            for start in range(0, len(keys), 500):
+                part = list(keys[start : start + 500])
+                rows = self._db.execute(
+                    f"SELECT key, vec FROM emb WHERE key IN ({','.join('?' * len(part))})", part
+                ).fetchall()
+                found.update((k, np.frombuffer(v, dtype=np.float32)) for k, v in rows)
+        return found
+
+    def put_many(self, items: Sequence[tuple[str, np.ndarray]]) -> None:
+        with self._lock, self._db:
+            self._db.executemany(
+                "INSERT OR REPLACE INTO emb (key, vec) VALUES (?, ?)",
+                [(k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in items],
+            )
+
+
+class CachingEmbedder:
+    """The Embedder protocol over another embedder, with document embeddings served from the cache."""
+
+    def __init__(self, inner, cache: EmbeddingCache | None):
+        self.inner = inner
+        self.cache = cache
+        self.model_name = inner.model_name
+        self.dimension = inner.dimension
+        self.hits = 0
+        self.misses = 0
+
+    def embed_documents(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
+        if self.cache is None:
+            self.misses += len(texts)
+            return self.inner.embed_documents(texts, show_progress=show_progress)
+        keys = [EmbeddingCache.key(self.model_name, t) for t in texts]
+        found = self.cache.get_many(keys)
+        missing = [i for i, k in enumerate(keys) if k not in found]
+        if missing:
+            vectors = self.inner.embed_documents([texts[i] for i in missing], show_progress=show_progress)
+            self.cache.put_many([(keys[i], v) for i, v in zip(missing, vectors, strict=True)])
+            found.update((keys[i], v) for i, v in zip(missing, vectors, strict=True))
+        self.hits += len(texts) - len(missing)
+        self.misses += len(missing)
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return np.stack([found[k] for k in keys]).astype(np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.inner.embed_query(text)
+
+    def tokenize(self, text: str) -> list:
+        return self.inner.tokenize(text)
+
+    def counters(self) -> tuple[int, int]:
+        return self.hits, self.misses
+
+
+def clear_query_cache() -> None:
+    """Forget cached query embeddings, so each system's latency pays for encoding its queries."""
+    from tools import embeddings
+
+    cached = getattr(embeddings, "_cached_query_embedding", None)
+    if cached is not None and hasattr(cached, "cache_clear"):
+        cached.cache_clear()

@@ -1,0 +1,212 @@
+"""`kbbot eval retrieval`: kbbot's retrieval beside bm25 / dense / llama-index on a BEIR-layout dataset."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from bot.eval import baselines
+from bot.eval.datasets import BeirDataset, load_beir
+from bot.eval.embcache import clear_query_cache
+from bot.eval.metrics import evaluate_run, percentile
+from bot.eval.workspace import EvalWorkspace
+
+DESCRIPTIONS = {
+    "scifact": "Biomedical and scientific research abstracts: studies, trials, molecular biology, medicine.",
+    "cranfield": "Aeronautics research papers: aerodynamics, boundary layers, heat transfer, supersonic flow.",
+    "cisi": "Library and information science articles: indexing, documentation, information retrieval, libraries.",
+}
+WARMUP_QUERIES = ["what is known about this topic", "effects of temperature on the results", "how is it measured"]
+
+
+def kb_name(dataset: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in dataset.lower()).strip("-")[:40] or "dataset"
+
+
+def description_for(dataset: str) -> str:
+    return DESCRIPTIONS.get(dataset, f"Documents of the {dataset} collection.")
+
+
+def records_of(ds: BeirDataset) -> list[tuple[str, str, str]]:
+    return [(doc_id, title or doc_id, text) for doc_id, (title, text) in ds.corpus.items()]
+
+
+def build_kb(ws: EvalWorkspace, ds: BeirDataset, kb: str | None = None, fresh: bool = False):
+    kb = kb or kb_name(ds.name)
+    return kb, ws.ensure_kb(kb, description_for(ds.name), records_of(ds), ds.digest, fresh=fresh)
+
+
+def kbbot_retriever(ws: EvalWorkspace, kb: str) -> baselines.Retrieve:
+    """kbbot's retrieval as the engine uses it: the hybrid searcher with its default configuration."""
+    from tools.search import HybridSearcher
+
+    searcher = HybridSearcher(ws.service.store, ws.embedder)
+
+    def retrieve(query: str, k: int) -> list[str]:
+        result = searcher.search(query, kb, k=k)
+        return list(dict.fromkeys(e.chunk.document for e in result.evidence))
+
+    return retrieve
+
+
+def run_system(ws: EvalWorkspace, name: str, retrieve: baselines.Retrieve, queries: dict[str, str], k: int = 100):
+    for q in WARMUP_QUERIES:
+        retrieve(q, k)
+    clear_query_cache()
+    run: dict[str, list[str]] = {}
+    latencies: list[float] = []
+    bar = _bar(ws, len(queries), name)
+    for qid, text in queries.items():
+        started = time.perf_counter()
+        run[qid] = retrieve(text, k)
+        latencies.append((time.perf_counter() - started) * 1000)
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    return run, latencies
+
+
+def measure_ingest(ws: EvalWorkspace, ds: BeirDataset, sample: int) -> dict:
+    """Uncached, same run: kbbot's whole ingest of N documents vs sentence-transformers' bare encode of
+    (a) the same documents as one text each and (b) the very chunk texts kbbot embeds."""
+    from bot.config import load_settings
+    from tools.embeddings import get_embedder
+    from tools.service import KnowledgeService
+
+    records = records_of(ds)[:sample]
+    embedder = get_embedder(ws.settings)
+    ws.log(f"[{ds.name}] ingest speed on {len(records)} documents (no cache): bare encode…")
+    bare_docs = baselines.bare_encode_seconds(embedder, [baselines.doc_text(t, x) for _, t, x in records])
+    probe_dir = ws.dir / "ingest-probe"
+    shutil.rmtree(probe_dir, ignore_errors=True)
+    service = KnowledgeService(load_settings(data_dir=probe_dir))
+    service.__dict__["embedder"] = embedder  # the plain, uncached embedder
+    service.create_kb("probe", "ingest speed probe")
+    ws.log(f"[{ds.name}] ingest speed: kbbot ingest…")
+    started = time.perf_counter()
+    report = service.ingestor.ingest_texts("probe", records, progress=False)
+    kbbot_s = time.perf_counter() - started
+    chunks = service.store.live_chunks("probe")
+    ws.log(f"[{ds.name}] ingest speed: bare encode of kbbot's {len(chunks)} chunk texts…")
+    bare_chunks = baselines.bare_encode_seconds(embedder, [f"{c.header}\n{c.text}" for c in chunks])
+    del service
+    shutil.rmtree(probe_dir, ignore_errors=True)
+    out = {
+        "sample_docs": len(records),
+        "chunks": report.embedded_chunks,
+        "kbbot_ingest_s": round(kbbot_s, 2),
+        "kbbot_docs_per_s": round(len(records) / kbbot_s, 2),
+        "cache": False,
+    }
+    if bare_docs is not None:
+        out |= {
+            "bare_encode_docs_s": round(bare_docs, 2),
+            "bare_docs_per_s": round(len(records) / bare_docs, 2),
+            "ratio_vs_bare_docs": round(kbbot_s / bare_docs, 3),
+        }
+    if bare_chunks is not None:
+        out |= {"bare_encode_chunks_s": round(bare_chunks, 2), "ratio_vs_bare_chunks": round(kbbot_s / bare_chunks, 3)}
+    return out
+
+
+def eval_retrieval(
+    ws: EvalWorkspace, path: Path, split: str = "test", systems: tuple[str, ...] = ("kbbot", "bm25", "dense", "llamaindex"),
+    ingest_sample: int = 500, fresh: bool = False, k: int = 100,
+) -> dict:
+    ds = load_beir(path, split)
+    queries = ds.judged_queries()
+    ws.log(f"[{ds.name}] {len(ds.corpus)} documents, {len(queries)} judged {split} queries")
+    kb, build = build_kb(ws, ds, fresh=fresh)
+    if build.reused:
+        ws.log(f"[{ds.name}] reusing KB {kb!r} built {build.built_at}")
+    makers: dict[str, Callable[[], baselines.Retrieve]] = {
+        "kbbot": lambda: kbbot_retriever(ws, kb),
+        "bm25": lambda: baselines.bm25_baseline(ds.corpus),
+        "dense": lambda: baselines.dense_baseline(
+            ws.service.store.client, f"baseline_dense_{build.fingerprint}", ds.corpus, ws.embedder
+        ),
+        "llamaindex": lambda: baselines.llamaindex_baseline(ds.corpus, ws.embedder),
+    }
+    results: dict[str, dict] = {}
+    baseline_cache = {"hits": 0, "misses": 0}
+    for name in systems:
+        hits0, misses0 = ws.embedder.counters()
+        ws.log(f"[{ds.name}] {name}: indexing…" if name != "kbbot" else f"[{ds.name}] kbbot: querying…")
+        started = time.perf_counter()
+        retrieve = makers[name]()
+        index_s = time.perf_counter() - started
+        hits1, misses1 = ws.embedder.counters()
+        if name != "kbbot":
+            baseline_cache["hits"] += hits1 - hits0
+            baseline_cache["misses"] += misses1 - misses0
+        run, latencies = run_system(ws, name, retrieve, queries, k)
+        scores = {m: round(v, 4) for m, v in evaluate_run(run, ds.qrels).items()}
+        results[name] = scores | {
+            "p50_ms": round(percentile(latencies, 50), 1),
+            "p95_ms": round(percentile(latencies, 95), 1),
+        }
+        if name != "kbbot":
+            results[name]["index_s"] = round(index_s, 2)
+    output = {
+        "dataset": ds.name,
+        "path": str(ds.path),
+        "split": split,
+        "queries": len(queries),
+        "documents": len(ds.corpus),
+        "kb": kb,
+        "chunks": build.chunks,
+        "systems": results,
+        "kb_build": build.to_json(),
+        "baseline_embedding_cache": baseline_cache,
+    }
+    if ingest_sample:
+        output["ingest"] = measure_ingest(ws, ds, ingest_sample)
+    notes = []
+    if build.reused:
+        notes.append(f"kbbot KB reused from {build.built_at}; its ingest figures are from that build")
+    if build.used_cache:
+        notes.append(f"kbbot KB build used the embedding cache for {build.cache_hits}/{build.cache_hits + build.cache_misses} chunks")
+    if baseline_cache["hits"]:
+        notes.append(f"baseline document embeddings from the cache: {baseline_cache['hits']}")
+    output["notes"] = notes
+    return output
+
+
+def _bar(ws: EvalWorkspace, total: int, desc: str):
+    if not ws.progress:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="q", leave=False)
+
+
+def format_table(result: dict) -> str:
+    cols = ["ndcg@10", "recall@10", "recall@100", "mrr@10", "hit@5", "p50_ms", "p95_ms"]
+    lines = [f"| system | {' | '.join(cols)} |", "|---|" + "---:|" * len(cols)]
+    for name, row in result["systems"].items():
+        cells = [f"{row[c]:.3f}" if c not in ("p50_ms", "p95_ms") else f"{row[c]:.1f}" for c in cols]
+        lines.append(f"| {name} | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
+def format_ingest(result: dict) -> str:
+    ing = result.get("ingest")
+    build = result["kb_build"]
+    lines = [
+        f"full KB build: {build['documents']} docs → {build['chunks']} chunks in {build['ingest_s']:.1f} s "
+        f"({build['docs_per_s']:.1f} docs/s){' [embedding cache used]' if build['used_cache'] else ''}"
+        f"{' [reused from ' + build['built_at'] + ']' if build['reused'] else ''}",
+    ]
+    if ing:
+        lines.append(
+            f"ingest speed, {ing['sample_docs']} docs, no cache: kbbot {ing['kbbot_ingest_s']:.1f} s "
+            f"({ing['kbbot_docs_per_s']:.1f} docs/s, {ing['chunks']} chunks)"
+            + (f"; bare encode of the docs {ing['bare_encode_docs_s']:.1f} s → ratio {ing['ratio_vs_bare_docs']:.2f}×"
+               if "bare_encode_docs_s" in ing else "")
+            + (f"; bare encode of kbbot's chunk texts {ing['bare_encode_chunks_s']:.1f} s → ratio "
+               f"{ing['ratio_vs_bare_chunks']:.2f}×" if "bare_encode_chunks_s" in ing else "")
+        )
+    return "\n".join(lines)

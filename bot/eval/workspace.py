@@ -1,0 +1,121 @@
+"""Where benchmark KBs live: a store of their own under the data dir, reused while nothing changed."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from functools import cached_property
+from pathlib import Path
+
+from bot.config import Settings, load_settings
+from bot.eval.embcache import CachingEmbedder, EmbeddingCache
+from tools.embeddings import get_embedder
+from tools.service import KnowledgeService
+
+
+class EvalService(KnowledgeService):
+    """The real service (same store, ingest pipeline, search), with a corpus-embedding cache."""
+
+    def __init__(self, settings: Settings, cache: EmbeddingCache | None):
+        super().__init__(settings)
+        self._cache = cache
+
+    @cached_property
+    def embedder(self) -> CachingEmbedder:  # type: ignore[override]
+        return CachingEmbedder(get_embedder(self.settings), self._cache)
+
+
+@dataclass
+class KbBuild:
+    kb: str
+    fingerprint: str
+    documents: int
+    chunks: int
+    ingest_s: float
+    cache_hits: int
+    cache_misses: int
+    built_at: str
+    reused: bool = False
+
+    @property
+    def docs_per_s(self) -> float:
+        return self.documents / self.ingest_s if self.ingest_s else 0.0
+
+    @property
+    def used_cache(self) -> bool:
+        return self.cache_hits > 0
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["docs_per_s"] = round(self.docs_per_s, 2)
+        data["used_cache"] = self.used_cache
+        return data
+
+
+def pipeline_fingerprint(*parts: str) -> str:
+    """Changes whenever the corpus, the model or the chunking changes: then a KB is rebuilt."""
+    from tools import chunking
+
+    digest = hashlib.sha256()
+    for part in (*parts, inspect.getsource(chunking)):
+        digest.update(part.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()[:16]
+
+
+class EvalWorkspace:
+    def __init__(self, base: Settings | None = None, data_dir: Path | None = None, use_cache: bool = True,
+                 progress: bool = True):
+        base = base or load_settings()
+        self.dir = (data_dir or base.resolved_data_dir / "eval").expanduser().resolve()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.settings = load_settings(data_dir=self.dir / "store")
+        self.cache = EmbeddingCache(self.dir / "embeddings.sqlite3") if use_cache else None
+        self.service = EvalService(self.settings, self.cache)
+        self.progress = progress
+
+    def log(self, message: str) -> None:
+        if self.progress:
+            print(message, file=sys.stderr, flush=True)
+
+    @property
+    def embedder(self) -> CachingEmbedder:
+        return self.service.embedder
+
+    def ensure_kb(
+        self, kb: str, description: str, records: Sequence[tuple[str, str, str]], corpus_digest: str,
+        fresh: bool = False,
+    ) -> KbBuild:
+        """The KB holding exactly these (name, title, text) records, ingested by the real pipeline."""
+        fingerprint = pipeline_fingerprint(corpus_digest, self.embedder.model_name, description)
+        sidecar = self.dir / "kbs" / f"{kb}.json"
+        store = self.service.store
+        if not fresh and sidecar.is_file() and store.registry.get_kb(kb) is not None:
+            data = json.loads(sidecar.read_text(encoding="utf-8"))
+            if data.get("fingerprint") == fingerprint:
+                data["reused"] = True
+                return KbBuild(**data)
+        if store.registry.get_kb(kb) is not None:
+            store.delete_kb(kb)
+        self.service.create_kb(kb, description)
+        self.log(f"[{kb}] ingesting {len(records)} documents through the kbbot pipeline…")
+        hits0, misses0 = self.embedder.counters()
+        started = time.perf_counter()
+        report = self.service.ingestor.ingest_texts(kb, records, progress=self.progress)
+        elapsed = time.perf_counter() - started
+        hits1, misses1 = self.embedder.counters()
+        if not report.ok:
+            failed = [d for d in report.documents if d.status == "failed"]
+            raise RuntimeError(f"ingest of {kb} failed for {len(failed)} documents, e.g. {failed[0].error}")
+        build = KbBuild(
+            kb, fingerprint, len(records), report.embedded_chunks, round(elapsed, 2),
+            hits1 - hits0, misses1 - misses0, time.strftime("%Y-%m-%d %H:%M:%S"),
+        )
+        sidecar.parent.mkdir(parents=True, exist_ok=True)
+        sidecar.write_text(json.dumps(asdict(build)), encoding="utf-8")
+        return build

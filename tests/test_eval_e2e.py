@@ -1,0 +1,55 @@
+"""A tiny end-to-end `kbbot eval retrieval` run on a generated BEIR-layout dataset."""
+
+import json
+
+from bot.cli import main
+
+DOCS = [
+    ("d1", "Boundary layer flow", "Laminar boundary layers on flat plates become turbulent at high Reynolds numbers."),
+    ("d2", "Heat transfer", "Heat transfer in supersonic flow over cones depends on the Mach number."),
+    ("d3", "Library indexing", "Subject indexing of library catalogues helps readers find documents by topic."),
+    ("d4", "Vitamin D", "Vitamin D deficiency is associated with a higher risk of bone fractures in older adults."),
+    ("d5", "Protein folding", "Chaperone proteins assist the folding of newly made polypeptides in the cell."),
+]
+QUERIES = [("q1", "transition of a laminar boundary layer to turbulence"), ("q2", "vitamin D and bone fractures"),
+           ("q3", "how do libraries index documents by subject")]
+QRELS = [("q1", "d1", 2), ("q2", "d4", 1), ("q3", "d3", 1)]
+
+
+def make_dataset(root):
+    (root / "qrels").mkdir(parents=True)
+    (root / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n" for i, t, x in DOCS), encoding="utf-8"
+    )
+    (root / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": i, "text": t}) + "\n" for i, t in QUERIES), encoding="utf-8"
+    )
+    (root / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{s}\n" for q, d, s in QRELS), encoding="utf-8"
+    )
+    return root
+
+
+def test_eval_retrieval_json(tmp_path, monkeypatch, capsys):
+    dataset = make_dataset(tmp_path / "tiny")
+    monkeypatch.setenv("KBBOT_DATA_DIR", str(tmp_path / "data"))
+    args = ["eval", "retrieval", "--dataset", str(dataset), "--ingest-sample", "2", "--json"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["dataset"] == "tiny" and out["queries"] == 3 and out["documents"] == 5
+    assert set(out["systems"]) == {"kbbot", "bm25", "dense", "llamaindex"}
+    for name, row in out["systems"].items():
+        for field in ("ndcg@10", "recall@10", "recall@100", "mrr@10", "hit@5", "p50_ms", "p95_ms"):
+            assert field in row, (name, field)
+        assert row["recall@100"] == 1.0, name  # 5 documents: everything is in the top 100
+    assert out["systems"]["kbbot"]["ndcg@10"] >= 0.9
+    assert out["ingest"]["sample_docs"] == 2 and out["ingest"]["kbbot_ingest_s"] > 0
+    assert "ratio_vs_bare_docs" in out["ingest"]
+    assert not out["kb_build"]["reused"]
+
+    # A rerun reuses the KB and the cached embeddings, and says so.
+    assert main(args[:-3] + ["--ingest-sample", "0", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["kb_build"]["reused"] is True
+    assert any("reused" in n for n in again["notes"])
+    assert again["systems"]["kbbot"] == {**again["systems"]["kbbot"], "ndcg@10": out["systems"]["kbbot"]["ndcg@10"]}
