@@ -142,6 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=None, help="HTTP mode: port (default: PORT or 3000)")
     serve.set_defaults(handler=cmd_serve)
 
+    from bot.console import add_parsers as add_console_parsers  # ask, chat, start
+
+    add_console_parsers(commands)
+
     from bot.eval.cli import add_parser as add_eval_parser  # argparse only; the harness loads lazily
 
     add_eval_parser(commands)
@@ -156,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from bot.console import InputError
     from tools.embeddings import EmbeddingError
     from tools.manifests import ManifestError
     from tools.store import KnowledgeBaseError
@@ -163,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = load_settings()
         return args.handler(args, settings)
-    except (CliError, KnowledgeBaseError, ManifestError, EmbeddingError) as exc:
+    except (CliError, KnowledgeBaseError, ManifestError, EmbeddingError, InputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:

@@ -72,11 +72,21 @@ SHORT_LINE_CHARS = 40
 MAX_UNIT_CHARS = 260
 
 
+_LIST_MARKER = re.compile(r"^\s*(?:[-*•▪]|\d{1,2}[.)])\s+")
+_EMPHASIS = re.compile(r"\*\*(.+?)\*\*|__(.+?)__")
+
+
+def plain(sentence: str) -> str:
+    """A sentence as it reads in an answer: no list marker, no Markdown emphasis."""
+    sentence = _LIST_MARKER.sub("", sentence)
+    return _EMPHASIS.sub(lambda m: m.group(1) or m.group(2), sentence).strip()
+
+
 def answer_units(text: str) -> list[str]:
     """Sentences, with runs of short fragments (table cells, PDF table lines) kept together as one unit."""
     units: list[str] = []
     run: list[str] = []
-    for sentence in split_sentences(text):
+    for sentence in (plain(s) for s in split_sentences(text)):
         if len(sentence) < SHORT_LINE_CHARS and sum(len(p) for p in run) + len(sentence) < MAX_UNIT_CHARS:
             run.append(sentence)
             continue

@@ -1,0 +1,187 @@
+"""`kbbot ask`, `kbbot chat` and `kbbot start`: the engine on the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from bot.agent.models import Answer, Turn
+from bot.config import Settings
+
+CHAT_HELP = """Commands: /trace (rounds of the last answer), /kb NAME (pin a knowledge base), /kb (unpin),
+/kbs (list knowledge bases), /new (forget the conversation), /quit. Anything else is a question."""
+
+
+class InputError(ValueError):
+    """A malformed --history or --questions file; the message names it."""
+
+
+def load_history(path: str | None) -> list[Turn]:
+    if path is None:
+        return []
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        if not isinstance(data, list):
+            raise ValueError("expected a JSON list of {role, text}")
+        return [Turn.from_json(item) for item in data]
+    except (OSError, ValueError, AttributeError) as exc:
+        raise InputError(f"{path}: {exc}") from exc
+
+
+def load_questions(path: str) -> list[dict]:
+    rows = []
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise InputError(f"{path}: {exc}") from exc
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            if not isinstance(row, dict) or "question" not in row:
+                raise ValueError('each line needs a "question"')
+            row["history"] = [Turn.from_json(t) for t in row.get("history") or []]
+        except ValueError as exc:
+            raise InputError(f"{path}:{number}: {exc}") from exc
+        rows.append(row)
+    return rows
+
+
+def render_text(answer: Answer) -> str:
+    lines = [answer.answer]
+    if answer.citations:
+        lines += ["", "Sources:"]
+        for c in answer.citations:
+            where = f", {c.location}" if c.location else ""
+            lines.append(f"  [{c.n}] {c.kb}/{c.document}{where} — “{c.excerpt}”")
+    context = f"{', '.join(answer.route.kbs) or 'no KB'} · {len(answer.rounds)} round(s) · {answer.mode}"
+    lines += ["", f"({context}; {answer.timings_ms.get('total', 0):.0f} ms)"]
+    if answer.notes:
+        lines.append("(" + "; ".join(answer.notes) + ")")
+    return "\n".join(lines)
+
+
+def render_trace(answer: Answer) -> str:
+    lines = [f"standalone query: {answer.standalone_query}", f"route: {answer.route.kbs} {answer.route.scores}"]
+    for i, r in enumerate(answer.rounds, start=1):
+        verdict = "sufficient" if r.sufficient else "insufficient"
+        lines.append(f"round {i} [{r.policy}] {r.kbs} “{r.query}” → {verdict}: {r.reason}")
+    lines.append(f"timings: {answer.timings_ms}")
+    return "\n".join(lines)
+
+
+def _engine(settings: Settings):
+    from bot.agent.engine import AnswerEngine
+    from tools.service import KnowledgeService
+
+    return AnswerEngine(KnowledgeService(settings))
+
+
+def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
+    from bot.agent.engine import EmptyQuestion
+
+    if args.questions:
+        rows = load_questions(args.questions)
+        engine = _engine(settings)
+        failures = 0
+        for row in rows:
+            try:
+                answer = engine.answer(row["question"], row["history"], kb=row.get("kb") or args.kb)
+            except EmptyQuestion as exc:
+                failures += 1
+                print(json.dumps({"question": row["question"], "error": str(exc)}) if args.json else f"error: {exc}")
+                continue
+            print(json.dumps(answer.to_json(), ensure_ascii=False) if args.json else render_text(answer) + "\n", flush=True)
+        return 1 if failures else 0
+
+    if not args.question:
+        raise InputError("give a QUESTION or --questions FILE")
+    history = load_history(args.history)
+    try:
+        answer = _engine(settings).answer(args.question, history, kb=args.kb)
+    except EmptyQuestion as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(answer.to_json(), ensure_ascii=False, indent=2) if args.json else render_text(answer))
+    return 0
+
+
+def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
+    from bot.agent.engine import EmptyQuestion
+
+    engine = _engine(settings)
+    kbs = [s.name for s in engine.service.summaries() if s.ready_documents]
+    print(f"kbbot chat — {engine.mode} mode, knowledge bases: {', '.join(kbs) or 'none (run `kbbot kb sync`)'}")
+    print(CHAT_HELP)
+    history: list[Turn] = []
+    pinned: str | None = args.kb
+    last: Answer | None = None
+    while True:
+        try:
+            line = input(f"\nyou{f' [{pinned}]' if pinned else ''}> ").strip()
+        except (EOFError, KeyboardInterrupt):
+            print()
+            return 0
+        if not line:
+            continue
+        if line in ("/quit", "/exit"):
+            return 0
+        if line == "/trace":
+            print(render_trace(last) if last else "no answer yet")
+            continue
+        if line == "/new":
+            history, last = [], None
+            print("(conversation cleared)")
+            continue
+        if line == "/kbs":
+            for s in engine.service.summaries():
+                print(f"  {s.name}: {s.ready_documents} documents — {s.description[:90]}")
+            continue
+        if line.startswith("/kb"):
+            name = line[3:].strip() or None
+            if name and name not in kbs:
+                print(f"no knowledge base {name!r}; known: {', '.join(kbs)}")
+                continue
+            pinned = name
+            print(f"(pinned to {name})" if name else "(searching every knowledge base)")
+            continue
+        if line.startswith("/"):
+            print(CHAT_HELP)
+            continue
+        try:
+            last = engine.answer(line, history, kb=pinned)
+        except EmptyQuestion as exc:
+            print(exc)
+            continue
+        print("\nkbbot> " + render_text(last))
+        history += [Turn("user", line), Turn("assistant", last.answer)]
+
+
+def cmd_start(args: argparse.Namespace, settings: Settings) -> int:
+    """What `make run` starts: the Slack bot when Slack tokens are set, otherwise the console chat."""
+    if settings.slack_enabled:
+        from bot.slack.server import cmd_serve
+
+        return cmd_serve(argparse.Namespace(host="0.0.0.0", port=None), settings)
+    print("No SLACK_BOT_TOKEN set: starting the local console chat (see README to connect Slack).")
+    return cmd_chat(argparse.Namespace(kb=None), settings)
+
+
+def add_parsers(commands: argparse._SubParsersAction) -> None:
+    ask = commands.add_parser("ask", help="answer one question (or a file of them) from the knowledge bases")
+    ask.add_argument("question", nargs="?")
+    ask.add_argument("--kb", help="search only this knowledge base")
+    ask.add_argument("--history", help="JSON file: a list of {role: user|assistant, text}")
+    ask.add_argument("--questions", help="JSON lines file of {question, history?, kb?}: one Answer per line")
+    ask.add_argument("--json", action="store_true")
+    ask.set_defaults(handler=cmd_ask)
+
+    chat = commands.add_parser("chat", help="interactive multi-turn console over the knowledge bases")
+    chat.add_argument("--kb", help="pin a knowledge base")
+    chat.set_defaults(handler=cmd_chat)
+
+    start = commands.add_parser("start", help="the Slack bot if Slack tokens are set, else the console chat")
+    start.set_defaults(handler=cmd_start)
