@@ -1,0 +1,110 @@
+"""The Bolt app, built from Settings.
+
+- `SLACK_API_URL` overrides the Web API base URL (tests point it at a fake Slack on 127.0.0.1).
+- Slack's 429s are honoured: the WebClient retries rate-limited calls after `Retry-After`, and
+  retries connection resets and 5xx once.
+- `token_verification_enabled`: Bolt calls `auth.test` while constructing the App. `kbbot serve`
+  keeps it on (a bad token fails at start-up with a clear message); pass False where the API
+  may not be reachable yet — the first request then authorizes lazily.
+- HTTP mode verifies every request's signature and timestamp (`SLACK_SIGNING_SECRET`, 5-minute
+  window → 401); Socket Mode needs no signing secret.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from slack_bolt import App, BoltContext
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_handlers import (
+    ConnectionErrorRetryHandler,
+    RateLimitErrorRetryHandler,
+    ServerErrorRetryHandler,
+)
+
+from bot.config import Settings
+from bot.slack.idempotency import deduplicate_deliveries
+from bot.slack.listeners import register_listeners
+from bot.slack.runtime import SlackRuntime
+
+log = logging.getLogger(__name__)
+
+DEFAULT_API_URL = "https://slack.com/api/"
+
+
+class SlackConfigError(Exception):
+    """Slack settings that cannot work; the message says which and how to fix it."""
+
+
+def api_base_url(settings: Settings) -> str:
+    url = (settings.slack_api_url or DEFAULT_API_URL).strip()
+    return url if url.endswith("/") else url + "/"
+
+
+def build_web_client(settings: Settings, token: str | None = None) -> WebClient:
+    return WebClient(
+        token=token,
+        base_url=api_base_url(settings),
+        timeout=30,
+        retry_handlers=[
+            ConnectionErrorRetryHandler(max_retry_count=2),
+            RateLimitErrorRetryHandler(max_retry_count=3),
+            ServerErrorRetryHandler(max_retry_count=1),
+        ],
+    )
+
+
+def _secret(value) -> str | None:  # noqa: ANN001
+    return value.get_secret_value().strip() or None if value is not None else None
+
+
+def build_app(
+    settings: Settings,
+    runtime: SlackRuntime,
+    *,
+    socket_mode: bool = False,
+    token_verification_enabled: bool = True,
+) -> App:
+    token = _secret(settings.slack_bot_token)
+    if not token:
+        raise SlackConfigError("SLACK_BOT_TOKEN is not set (the bot token, xoxb-…, from OAuth & Permissions)")
+    signing_secret = _secret(settings.slack_signing_secret)
+    if not socket_mode and not signing_secret:
+        raise SlackConfigError(
+            "SLACK_SIGNING_SECRET is not set: HTTP mode verifies every request with it "
+            "(Basic Information → Signing Secret), or set SLACK_APP_TOKEN for Socket Mode"
+        )
+    try:
+        app = App(
+            token=token,
+            signing_secret=signing_secret or "",
+            client=build_web_client(settings, token),
+            token_verification_enabled=token_verification_enabled,
+            request_verification_enabled=bool(signing_secret),
+            # Long-running server: ack first, work afterwards (process_before_response is for FaaS).
+            process_before_response=False,
+            listener_executor=ThreadPoolExecutor(max_workers=16, thread_name_prefix="bolt-listener"),
+        )
+    except SlackApiError as exc:
+        raise SlackConfigError(f"Slack rejected the bot token ({exc.response.get('error')}); check SLACK_BOT_TOKEN") from None
+    except Exception as exc:
+        if "auth.test" in str(exc) or "token" in str(exc).lower():
+            raise SlackConfigError(f"could not verify the bot token with {api_base_url(settings)}auth.test: {exc}") from None
+        raise
+
+    def attach_runtime(context: BoltContext, next: Callable) -> None:
+        context["kbbot"] = runtime
+        next()
+
+    app.use(deduplicate_deliveries(runtime.ledger))
+    app.use(attach_runtime)
+    register_listeners(app)
+
+    @app.error
+    def on_error(error: Exception, body: dict, logger: logging.Logger) -> None:
+        logger.error("unhandled error in a Slack listener: %s: %s", type(error).__name__, error)
+
+    return app

@@ -1,0 +1,27 @@
+from logging import Logger
+
+from slack_bolt import BoltContext, SayStream
+from slack_sdk import WebClient
+
+from bot.slack.conversation import Question, answer_question
+
+
+def handle_app_mentioned(client: WebClient, context: BoltContext, event: dict, logger: Logger, say_stream: SayStream):
+    """@kbbot in a channel: answer in the thread (the event is already acknowledged)."""
+    if event.get("bot_id") or event.get("subtype"):
+        return
+    channel = context.channel_id or event["channel"]
+    question = Question(
+        channel=channel,
+        user=event.get("user"),
+        text=event.get("text", ""),
+        ts=event["ts"],
+        thread_ts=event.get("thread_ts"),
+        is_dm=event.get("channel_type") == "im" or channel.startswith("D"),
+        team=context.team_id or event.get("team"),
+        surface="mention",
+        bot_user_id=context.bot_user_id,
+        bot_id=context.bot_id,
+    )
+    runtime = context["kbbot"]
+    runtime.submit(answer_question, runtime, client, question, say_stream)

@@ -1,0 +1,131 @@
+"""`kbbot serve`: Socket Mode when SLACK_APP_TOKEN is set, else HTTP on PORT at /slack/events.
+
+The HTTP server is a small threaded `http.server` in front of `App.dispatch` (Bolt's own development
+server is single-threaded): Bolt verifies the signature and timestamp, acks, and the work runs on the
+runtime's worker pool, so the HTTP response goes back in milliseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from slack_bolt import App, BoltRequest
+
+from bot.config import Settings
+
+log = logging.getLogger(__name__)
+
+EVENTS_PATH = "/slack/events"
+MAX_BODY_BYTES = 2 * 1024 * 1024  # Slack payloads are small; refuse anything silly
+
+
+class BoltHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def make_http_server(app: App, host: str = "0.0.0.0", port: int = 3000, path: str = EVENTS_PATH) -> BoltHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = "kbbot"
+
+        def log_message(self, format: str, *args) -> None:  # noqa: A002 - http.server's signature
+            log.debug("%s %s", self.address_string(), format % args)
+
+        def _send(self, status: int, body: str = "", headers: dict | None = None) -> None:
+            data = body.encode("utf-8")
+            self.send_response(status)
+            for key, values in (headers or {}).items():
+                for value in values if isinstance(values, (list, tuple)) else [values]:
+                    if key.lower() != "content-length":
+                        self.send_header(key, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:  # noqa: N802
+            if self.path.partition("?")[0] in ("/healthz", "/health"):
+                self._send(200, "ok", {"Content-Type": "text/plain"})
+            else:
+                self._send(404, "not found")
+
+        def do_POST(self) -> None:  # noqa: N802
+            request_path, _, query = self.path.partition("?")
+            if request_path != path:
+                self._send(404, "not found")
+                return
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+            except ValueError:
+                length = -1
+            if length < 0 or length > MAX_BODY_BYTES:
+                self._send(413, "payload too large")
+                self.close_connection = True
+                return
+            body = self.rfile.read(length).decode("utf-8", errors="replace")
+            headers: dict[str, list[str]] = {}
+            for key, value in self.headers.items():
+                headers.setdefault(key.lower(), []).append(value)
+            response = app.dispatch(BoltRequest(body=body, query=query, headers=headers))
+            payload = response.body if isinstance(response.body, str) else json.dumps(response.body)
+            self._send(response.status, payload, response.headers)
+
+    return BoltHTTPServer((host, port), Handler)
+
+
+def serve(settings: Settings, host: str = "0.0.0.0", port: int | None = None) -> int:
+    from bot.slack.app import SlackConfigError, build_app
+    from bot.slack.runtime import build_runtime
+
+    app_token = settings.slack_app_token.get_secret_value().strip() if settings.slack_app_token else ""
+    socket_mode = bool(app_token)
+    if not settings.slack_enabled:
+        raise SlackConfigError("SLACK_BOT_TOKEN is not set; see docs/slack-setup.md")
+    runtime = build_runtime(settings)
+    app = build_app(settings, runtime, socket_mode=socket_mode)
+    if os.environ.get("KBBOT_SLACK_WARMUP", "on").lower() not in ("0", "off", "false", "no"):
+        threading.Thread(target=_warm_up, args=(runtime,), name="kbbot-warmup", daemon=True).start()
+    if socket_mode:
+        from slack_bolt.adapter.socket_mode import SocketModeHandler
+
+        print("kbbot: connecting to Slack in Socket Mode", file=sys.stderr)
+        SocketModeHandler(app, app_token).start()
+        return 0
+    server = make_http_server(app, host, port or settings.port)
+    bound_host, bound_port = server.server_address[:2]
+    print(f"kbbot: listening for Slack on http://{bound_host}:{bound_port}{EVENTS_PATH}", file=sys.stderr)
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())
+    try:
+        server.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        runtime.shutdown(wait=False)
+    return 0
+
+
+def _warm_up(runtime) -> None:  # noqa: ANN001
+    """Load the embedding model and indexes before the first question arrives."""
+    try:
+        runtime.engine.answer("warm-up: what is in the knowledge base?")
+    except Exception as exc:
+        log.info("warm-up skipped: %s", exc)
+
+
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    from bot.slack.app import SlackConfigError
+
+    logging.getLogger("slack_sdk").setLevel(max(logging.INFO, logging.getLogger().level))
+    try:
+        return serve(settings, host=getattr(args, "host", "0.0.0.0"), port=getattr(args, "port", None))
+    except SlackConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
