@@ -13,10 +13,12 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from slack_bolt import App, BoltContext
+from slack_bolt.error import BoltError
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import (
@@ -79,9 +81,8 @@ def build_app(
         )
     try:
         app = App(
-            token=token,
+            client=build_web_client(settings, token),  # carries the token; passing both only logs a warning
             signing_secret=signing_secret or "",
-            client=build_web_client(settings, token),
             token_verification_enabled=token_verification_enabled,
             request_verification_enabled=bool(signing_secret),
             # Long-running server: ack first, work afterwards (process_before_response is for FaaS).
@@ -90,10 +91,15 @@ def build_app(
         )
     except SlackApiError as exc:
         raise SlackConfigError(f"Slack rejected the bot token ({exc.response.get('error')}); check SLACK_BOT_TOKEN") from None
-    except Exception as exc:
-        if "auth.test" in str(exc) or "token" in str(exc).lower():
-            raise SlackConfigError(f"could not verify the bot token with {api_base_url(settings)}auth.test: {exc}") from None
-        raise
+    except BoltError as exc:  # Bolt's auth.test at construction failed
+        code = re.search(r"'error': '([a-z_]+)'", str(exc))
+        if code:
+            raise SlackConfigError(
+                f"Slack rejected the bot token ({code.group(1)}) at {api_base_url(settings)}auth.test; check SLACK_BOT_TOKEN"
+            ) from None
+        raise SlackConfigError(f"could not verify the bot token with {api_base_url(settings)}auth.test: {exc}") from None
+    except OSError as exc:  # DNS, refused connection, timeout
+        raise SlackConfigError(f"could not reach Slack at {api_base_url(settings)} ({exc}); check SLACK_API_URL and the network") from None
 
     def attach_runtime(context: BoltContext, next: Callable) -> None:
         context["kbbot"] = runtime

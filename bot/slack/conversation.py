@@ -244,18 +244,36 @@ def deliver(
     return response.get("ts")
 
 
-def answer_question(runtime: SlackRuntime, client: WebClient, question: Question, say_stream: Callable | None = None) -> None:
-    """Claim the message (answered once), show progress, ask the engine, reply in the thread."""
+def receive(runtime: SlackRuntime, client: WebClient, question: Question, say_stream: Callable | None = None) -> bool:
+    """On the listener thread, in milliseconds: claim the message (so it is answered once), show that the
+    bot is on it (:eyes: and a status, on the side pool), and queue the answer on the worker pool.
+    Returns False when the message was already claimed."""
     if not runtime.ledger.claim(f"message:{question.channel}:{question.ts}"):
         log.info("message %s/%s already being answered", question.channel, question.ts)
-        return
+        return False
     text = clean_text(question.text, question.bot_user_id)
     if not text:
-        client.chat_postMessage(channel=question.channel, thread_ts=question.reply_ts, text=GREETING)
-        return
-    add_reaction(client, question.channel, question.ts)
+        runtime.side.submit(_post_quietly, client, question.channel, question.reply_ts, GREETING)
+        return True
     status = StatusReporter(runtime, client, question.channel, question.reply_ts)
+    runtime.side.submit(add_reaction, client, question.channel, question.ts)
     status(FIRST_STATUS)
+    runtime.submit(answer_question, runtime, client, question, text, status, say_stream)
+    return True
+
+
+def _post_quietly(client: WebClient, channel: str, thread_ts: str, text: str) -> None:
+    try:
+        client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text)
+    except SlackApiError as exc:
+        log.warning("could not post to %s: %s", channel, exc.response.get("error"))
+
+
+def answer_question(
+    runtime: SlackRuntime, client: WebClient, question: Question, text: str, status: StatusReporter,
+    say_stream: Callable | None = None,
+) -> None:
+    """On a worker: history from Slack, the scope, the engine, then the reply in the thread."""
     try:
         history = history_for(client, question)
         scope = scope_for(runtime, client, question.channel, question.user, question.is_dm)

@@ -92,7 +92,7 @@ class SlackRuntime:
     ledger: ClaimLedger
     records: SlackRecords
     workers: ThreadPoolExecutor
-    side: ThreadPoolExecutor  # small fire-and-forget calls (status updates)
+    side: ThreadPoolExecutor  # small fire-and-forget Slack calls (:eyes:, status updates), never queued behind answers
     streaming: Capability = field(default_factory=lambda: Capability("chat streaming"))
     status: Capability = field(default_factory=lambda: Capability("assistant.threads.setStatus"))
     members: MembershipCache = field(default_factory=MembershipCache)
@@ -174,7 +174,7 @@ def build_runtime(settings: Settings, service=None, engine=None, workers: int | 
         ledger=ClaimLedger(state_dir / "deliveries.sqlite3"),
         records=SlackRecords(state_dir),
         workers=ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kbbot-worker"),
-        side=ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbbot-status"),
+        side=ThreadPoolExecutor(max_workers=8, thread_name_prefix="kbbot-side"),
     )
     if os.environ.get("KBBOT_SLACK_STREAMING", "auto").lower() in ("0", "off", "false", "no"):
         runtime.streaming.enabled = False

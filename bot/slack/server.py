@@ -8,6 +8,7 @@ runtime's worker pool, so the HTTP response goes back in milliseconds.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -29,6 +30,7 @@ MAX_BODY_BYTES = 2 * 1024 * 1024  # Slack payloads are small; refuse anything si
 class BoltHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 128  # the default backlog (5) resets connections under a burst of events
 
 
 def make_http_server(app: App, host: str = "0.0.0.0", port: int = 3000, path: str = EVENTS_PATH) -> BoltHTTPServer:
@@ -101,7 +103,8 @@ def serve(settings: Settings, host: str = "0.0.0.0", port: int | None = None) ->
     server = make_http_server(app, host, port or settings.port)
     bound_host, bound_port = server.server_address[:2]
     print(f"kbbot: listening for Slack on http://{bound_host}:{bound_port}{EVENTS_PATH}", file=sys.stderr)
-    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())
+    with contextlib.suppress(ValueError):  # only possible in the main thread
+        signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())
     try:
         server.serve_forever(poll_interval=0.2)
     except KeyboardInterrupt:

@@ -3,7 +3,7 @@ from logging import Logger
 from slack_bolt import BoltContext, SayStream
 from slack_sdk import WebClient
 
-from bot.slack.conversation import Question, answer_question
+from bot.slack.conversation import Question, receive
 
 
 def handle_app_mentioned(client: WebClient, context: BoltContext, event: dict, logger: Logger, say_stream: SayStream):
@@ -23,5 +23,4 @@ def handle_app_mentioned(client: WebClient, context: BoltContext, event: dict, l
         bot_user_id=context.bot_user_id,
         bot_id=context.bot_id,
     )
-    runtime = context["kbbot"]
-    runtime.submit(answer_question, runtime, client, question, say_stream)
+    receive(context["kbbot"], client, question, say_stream)

@@ -3,7 +3,7 @@ from logging import Logger
 from slack_bolt import BoltContext, SayStream
 from slack_sdk import WebClient
 
-from bot.slack.conversation import Question, answer_question, bot_in_thread, fetch_replies, mentions
+from bot.slack.conversation import Question, bot_in_thread, fetch_replies, mentions, receive
 from bot.slack.dm_uploads import handle_dm_files
 
 
@@ -17,7 +17,7 @@ def handle_message(client: WebClient, context: BoltContext, event: dict, logger:
     if subtype == "file_share" and is_dm:
         runtime.submit(handle_dm_files, runtime, client, event)
         return
-    if subtype:
+    if subtype and subtype != "thread_broadcast":
         return  # edits, deletions, joins, file shares in channels…
     thread_ts = event.get("thread_ts")
     in_thread = bool(thread_ts) and thread_ts != event["ts"]
@@ -35,14 +35,9 @@ def handle_message(client: WebClient, context: BoltContext, event: dict, logger:
         bot_user_id=context.bot_user_id,
         bot_id=context.bot_id,
     )
-    if is_dm:
-        runtime.submit(answer_question, runtime, client, question, say_stream)
-    else:
-        runtime.submit(_follow_up, runtime, client, question, say_stream)
-
-
-def _follow_up(runtime, client: WebClient, question: Question, say_stream: SayStream) -> None:
-    """A thread reply without a mention: answer only in threads the bot already answered in."""
-    question.replies = fetch_replies(client, question.channel, question.thread_ts)
-    if bot_in_thread(question, question.replies):
-        answer_question(runtime, client, question, say_stream)
+    if not is_dm:
+        # A thread reply without a mention: answered only in threads the bot already answered in.
+        question.replies = fetch_replies(client, question.channel, question.thread_ts)
+        if not bot_in_thread(question, question.replies):
+            return
+    receive(runtime, client, question, say_stream)

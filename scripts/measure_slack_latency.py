@@ -1,0 +1,221 @@
+#!/usr/bin/env python
+"""Measure the Slack surface's latency against the fake Slack Web API (offline mode, all on 127.0.0.1).
+
+kbbot runs in-process exactly as `kbbot serve` runs it over HTTP (build_runtime → build_app →
+make_http_server); signed Events API requests (app_mention) are sent to its /slack/events endpoint:
+
+  1. sequential: N mentions one after another (each answered before the next is sent);
+  2. concurrent: C mentions sent at the same moment;
+  3. redeliveries: R events sent again with X-Slack-Retry-Num and the same event_id (must not be answered twice).
+
+For every event it records the ack latency (the HTTP response to the signed request), the time to the first
+visible feedback (:eyes: reaction or assistant.threads.setStatus) and the time to the first reply message
+(chat.startStream or chat.postMessage in the thread). This is a measurement, not a test.
+
+    .venv/bin/python scripts/measure_slack_latency.py [--data-dir .kbbot] [--sequential 30] [--concurrent 20]
+
+--data-dir is a synced store (e.g. after `kbbot kb sync`); it is copied to a temp dir first and left untouched.
+Without one, the sample KBs are synced into a temp dir (slow: embeds every sample document).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "slack")]
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from fake_slack import BOT_TOKEN, BOT_USER, FakeSlack  # noqa: E402
+from slack_helpers import SIGNING_SECRET, SlackSender, unique  # noqa: E402
+
+from bot.config import Settings  # noqa: E402
+
+CHANNELS = {"people": "C0PEOPLE01", "engineering": "C0ENG00001", "product": "C0PRODUCT1", "finance": "C0FINANCE1"}
+USER = "U0MEASURE1"
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(p / 100 * len(ordered) + 0.4999)))
+    return ordered[rank - 1]
+
+
+def summary(values: list[float]) -> dict:
+    ms = [v * 1000 for v in values]
+    return {
+        "n": len(ms), "p50_ms": round(percentile(ms, 50), 1), "p95_ms": round(percentile(ms, 95), 1),
+        "p99_ms": round(percentile(ms, 99), 1), "max_ms": round(max(ms), 1), "mean_ms": round(statistics.fmean(ms), 1),
+    }
+
+
+def prepare_data_dir(source: Path | None, workdir: Path) -> Path:
+    target = workdir / "data"
+    if source is not None and (source / "registry.sqlite3").exists():
+        shutil.copytree(source, target, ignore=shutil.ignore_patterns("slack"))  # not its Slack state
+        return target
+    from tools.service import KnowledgeService
+
+    print("no synced data dir given: syncing the sample KBs into a temp dir (slow)…", file=sys.stderr)
+    KnowledgeService(Settings(_env_file=None, KBBOT_DATA_DIR=target)).sync()
+    return target
+
+
+class Probe:
+    """Times for one mention: sent → ack, → first feedback, → first reply."""
+
+    def __init__(self, fake: FakeSlack, channel: str, ts: str):
+        self.fake, self.channel, self.ts = fake, channel, ts
+        self.sent = self.ack = 0.0
+
+    def first(self, methods: tuple[str, ...], key: str, match: str) -> float | None:
+        times = [c.at for c in self.fake.calls if c.method in methods and c.params.get("channel", c.params.get("channel_id")) == self.channel
+                 and c.params.get(key) == match]
+        return min(times) - self.sent if times else None
+
+    def feedback(self) -> float | None:
+        options = [self.first(("reactions.add",), "timestamp", self.ts),
+                   self.first(("assistant.threads.setStatus",), "thread_ts", self.ts)]
+        options = [o for o in options if o is not None]
+        return min(options) if options else None
+
+    def reply(self) -> float | None:
+        return self.first(("chat.startStream", "chat.postMessage"), "thread_ts", self.ts)
+
+
+def send_mention(sender: SlackSender, fake: FakeSlack, question: dict) -> tuple[Probe, dict, str]:
+    channel = CHANNELS.get(question.get("kb") or "people", "C0PEOPLE01")
+    message = fake.add_message(channel, USER, f"<@{BOT_USER}> {question['question']}")
+    event = {"type": "app_mention", "user": USER, "text": message["text"], "ts": message["ts"], "channel": channel,
+             "event_ts": message["ts"]}
+    probe = Probe(fake, channel, message["ts"])
+    event_id = unique("Ev")
+    probe.sent = time.monotonic()
+    response = sender.event(event, event_id=event_id)
+    probe.ack = response.elapsed_s
+    assert response.status == 200, response
+    return probe, event, event_id
+
+
+def wait_replies(fake: FakeSlack, probes: list[Probe], timeout: float) -> None:
+    fake.wait_for(lambda: all(fake.bot_replies(p.channel, p.ts) for p in probes), timeout=timeout, what="all replies")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", type=Path, default=ROOT / ".kbbot", help="a synced data dir to copy (default: .kbbot)")
+    parser.add_argument("--sequential", type=int, default=30)
+    parser.add_argument("--concurrent", type=int, default=20)
+    parser.add_argument("--redeliveries", type=int, default=10)
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = parser.parse_args()
+
+    from bot.slack.app import build_app
+    from bot.slack.runtime import build_runtime
+    from bot.slack.server import make_http_server
+
+    questions = [json.loads(line) for line in (ROOT / "tests/fixtures/sample_questions.jsonl").read_text().splitlines() if line.strip()]
+    with tempfile.TemporaryDirectory(prefix="kbbot-latency-") as tmp:
+        data_dir = prepare_data_dir(args.data_dir if args.data_dir and args.data_dir.exists() else None, Path(tmp))
+        fake = FakeSlack().start()
+        settings = Settings(
+            _env_file=None, KBBOT_DATA_DIR=data_dir, OPENAI_API_KEY=None, CHROMA_HOST=None, SLACK_BOT_TOKEN=BOT_TOKEN,
+            SLACK_SIGNING_SECRET=SIGNING_SECRET, SLACK_APP_TOKEN=None, SLACK_API_URL=fake.api_url,
+        )
+        runtime = build_runtime(settings)
+        app = build_app(settings, runtime)
+        server = make_http_server(app, "127.0.0.1", 0)
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        sender = SlackSender(f"http://127.0.0.1:{server.server_address[1]}/slack/events", fake)
+        try:
+            started = time.monotonic()
+            runtime.engine.answer("warm-up question about vacation days")
+            print(f"engine loaded and warm in {time.monotonic() - started:.1f}s; mode: {runtime.engine.mode}", file=sys.stderr)
+
+            sequential: list[Probe] = []
+            for i in range(args.sequential):
+                probe, _, _ = send_mention(sender, fake, questions[i % len(questions)])
+                wait_replies(fake, [probe], timeout=120)
+                sequential.append(probe)
+
+            with ThreadPoolExecutor(args.concurrent) as pool:
+                barrier = threading.Barrier(args.concurrent)
+
+                def fire(i: int) -> tuple[Probe, dict, str]:
+                    barrier.wait()
+                    return send_mention(sender, fake, questions[(args.sequential + i) % len(questions)])
+
+                fired = list(pool.map(fire, range(args.concurrent)))
+            concurrent = [p for p, _, _ in fired]
+            burst_started = min(p.sent for p in concurrent)
+            wait_replies(fake, concurrent, timeout=600)
+            burst_done = max(p.sent + p.reply() for p in concurrent)
+
+            # Redeliveries of already-answered events (same event_id, X-Slack-Retry-Num): acked, never answered again.
+            redelivery_acks = []
+            replies_before = sum(len(fake.bot_replies(p.channel, p.ts)) for p in concurrent)
+            for i, (_, event, event_id) in enumerate(fired[: args.redeliveries]):
+                retry = sender.event(event, event_id=event_id, retry_num=1 + i % 3)  # Slack's retry of a delivered event
+                redelivery_acks.append(retry.elapsed_s)
+            deadline = time.monotonic() + 30
+            while not runtime.idle() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            replies_after = sum(len(fake.bot_replies(p.channel, p.ts)) for p in concurrent)
+
+            events_sent = args.sequential + args.concurrent + args.redeliveries
+            results = {
+                "command": " ".join(["python", *sys.argv]),
+                "mode": runtime.engine.mode,
+                "cpus": os.cpu_count(),
+                "signed_events": events_sent,
+                "ack_all": summary([p.ack for p in sequential + concurrent] + redelivery_acks),
+                "sequential": {
+                    "ack": summary([p.ack for p in sequential]),
+                    "first_feedback": summary([p.feedback() for p in sequential]),
+                    "first_reply": summary([p.reply() for p in sequential]),
+                },
+                "concurrent": {
+                    "ack": summary([p.ack for p in concurrent]),
+                    "first_feedback": summary([p.feedback() for p in concurrent]),
+                    "first_reply": summary([p.reply() for p in concurrent]),
+                    "burst_wall_s": round(burst_done - burst_started, 2),
+                },
+                "redeliveries": {"ack": summary(redelivery_acks), "extra_replies": replies_after - replies_before},
+            }
+        finally:
+            server.shutdown()
+            runtime.shutdown(wait=True)
+            fake.stop()
+
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    print(f"\n{events_sent} signed events, engine mode {results['mode']}, {results['cpus']} CPUs")
+    header = f"{'':34} {'n':>4} {'p50':>9} {'p95':>9} {'p99':>9} {'max':>9}"
+    print(header)
+
+    def row(name: str, s: dict) -> None:
+        print(f"{name:34} {s['n']:>4} {s['p50_ms']:>7.1f}ms {s['p95_ms']:>7.1f}ms {s['p99_ms']:>7.1f}ms {s['max_ms']:>7.1f}ms")
+
+    row("ack (all events)", results["ack_all"])
+    for phase in ("sequential", "concurrent"):
+        for metric in ("ack", "first_feedback", "first_reply"):
+            row(f"{phase}: {metric.replace('_', ' ')}", results[phase][metric])
+    row("redelivery ack", results["redeliveries"]["ack"])
+    print(f"concurrent burst: {args.concurrent} answered in {results['concurrent']['burst_wall_s']} s; "
+          f"redeliveries answered again: {results['redeliveries']['extra_replies']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
