@@ -25,8 +25,29 @@ MAX_ANSWER_CHARS = 700
 MAX_EVIDENCE_CHUNKS = 4
 EXCERPT_CHARS = 240
 
-_NUMBER_QUESTION = re.compile(r"\b(how (many|much|long|often|soon|fast)|when|what (date|time|year|day)|deadline|limit|cost|price)\b|多少|多久|几|何时|什么时候", re.I)
-_HAS_NUMBER = re.compile(r"\d|[一二三四五六七八九十百千万]")
+# Expected answer types: (what the question asks, what a sentence answering it contains).
+_ANSWER_TYPES = [
+    (
+        re.compile(r"\b(what time|when|which day|what day|what date|by when|deadline)\b|什么时候|几点|哪天|何时", re.I),
+        re.compile(
+            r"\b\d{1,2}:\d{2}\b|\b(mon|tues|wednes|thurs|fri|satur|sun)day\b|\b(january|february|march|april|may|"
+            r"june|july|august|september|october|november|december)\b|\b(19|20)\d{2}\b|\d+\s*(点|日|月|号)",
+            re.I,
+        ),
+    ),
+    (
+        re.compile(r"\bhow (long|soon|quickly|fast|often)\b|多久|多长时间|多快", re.I),
+        re.compile(
+            r"\d+(\.\d+)?\s*(seconds?|secs?|minutes?|mins?|hours?|hrs?|days?|business days?|weeks?|months?|years?)\b"
+            r"|\d+\s*个?(工作日|天|小时|分钟|周|星期|个月|月|年)",
+            re.I,
+        ),
+    ),
+    (
+        re.compile(r"\bhow (many|much)\b|\b(max|maximum|minimum|limit|price|cost|rate|budget|cap)\b|多少|几", re.I),
+        re.compile(r"\d|[一二三四五六七八九十百千万]"),
+    ),
+]
 _MARKER = re.compile(r"\[(\d{1,3})\]")
 
 
@@ -45,7 +66,7 @@ def select_evidence(evidence: Sequence[Evidence], relevant_ids: Sequence[str] = 
     if not evidence:
         return []
     best = evidence[0].score
-    return [e for e in evidence if e.score >= 0.8 * best][:MAX_EVIDENCE_CHUNKS]
+    return [e for e in evidence if e.score >= 0.6 * best][:MAX_EVIDENCE_CHUNKS]
 
 
 def make_citation(n: int, evidence: Evidence, excerpt: str | None = None) -> Citation:
@@ -99,8 +120,10 @@ def answer_units(text: str) -> list[str]:
     return units
 
 
-SEMANTIC_CANDIDATES = 8
-SEMANTIC_WEIGHT = 0.6
+SEMANTIC_CANDIDATES = 40  # every unit of the selected chunks, in practice
+LEXICAL_WEIGHT = 0.5
+ANSWER_TYPE_BONUS = 0.25
+MIN_SENTENCE_SCORE = 0.1
 
 
 def extractive_answer(
@@ -110,9 +133,9 @@ def extractive_answer(
     embed: Callable[[list[str]], np.ndarray] | None = None,
 ) -> DraftAnswer | None:
     """The best evidence sentences, cited. With `embed`, the lexical front-runners are re-scored by
-    their meaning too, so "handover" finds the sentence that says "handoff"."""
+    their meaning, so a sentence that says it in other words still wins."""
     query_terms = content_terms(query)
-    wants_number = bool(_NUMBER_QUESTION.search(query))
+    expected = [answer for asks, answer in _ANSWER_TYPES if asks.search(query)]
     candidates: list[tuple[float, int, int, str]] = []  # (score, chunk rank, position, sentence)
     for rank, item in enumerate(evidence):
         for position, sentence in enumerate(answer_units(item.chunk.text)):
@@ -131,21 +154,20 @@ def extractive_answer(
     scored = []
     for (_, rank, position, sentence), terms in zip(candidates, sentence_terms, strict=True):
         overlap = sum(weight[t] for t in query_terms & terms) / total_weight
-        score = overlap + 0.15 / (1 + rank) - 0.01 * position
-        if wants_number and _HAS_NUMBER.search(sentence):
-            score += 0.2
+        score = LEXICAL_WEIGHT * overlap + 0.05 / (1 + rank) - 0.005 * position
+        if expected and any(pattern.search(sentence) for pattern in expected):
+            score += ANSWER_TYPE_BONUS
         if len(sentence) < 25:
             score -= 0.2  # headings and fragments answer little
         scored.append((score, rank, position, sentence))
-    scored.sort(key=lambda c: c[0], reverse=True)
     if embed is not None and query_vector is not None:
-        head = scored[:SEMANTIC_CANDIDATES]
-        vectors = embed([c[3] for c in head])
-        cosines = vectors @ query_vector
-        head = [(c[0] + SEMANTIC_WEIGHT * float(cos), *c[1:]) for c, cos in zip(head, cosines, strict=True)]
-        scored = sorted(head, key=lambda c: c[0], reverse=True) + scored[SEMANTIC_CANDIDATES:]
+        # Meaning first: "handover" must find the sentence that says "handoff".
+        head = sorted(scored, key=lambda c: (c[1], c[2]))[:SEMANTIC_CANDIDATES]
+        cosines = embed([c[3] for c in head]) @ query_vector
+        scored = [(c[0] + float(cos), *c[1:]) for c, cos in zip(head, cosines, strict=True)]
+    scored.sort(key=lambda c: c[0], reverse=True)
     best_score = scored[0][0]
-    if best_score <= 0.1:
+    if best_score <= MIN_SENTENCE_SCORE:
         return None
 
     chosen = [scored[0]]

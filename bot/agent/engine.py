@@ -416,13 +416,13 @@ class AnswerEngine:
         return None
 
     def _offline_reformulations(self, run: Run, query: str, kbs: list[str], others: list[str]):
-        # 1. Widen: KBs the channel narrowing or the router left out.
-        if others:
-            yield run.standalone, others, "other knowledge bases"
-        # 2. Keywords only: long chatty questions dilute both dense and keyword scores.
         keywords = " ".join(condense.content_words(run.standalone))
-        yield keywords, kbs, "keywords only"
-        # 3. Every KB the question may use, with the keyword query.
+        # 1. The channel narrowed the first round: the channel's KBs could not answer, try the others.
+        if run.preferred and others:
+            yield run.standalone, others, "other knowledge bases"
+        # 2. Keywords only, on the KBs the router chose: chatty questions dilute both scores.
+        yield keywords, list(run.route.kbs), "keywords only"
+        # 3. Widen: every KB the question may use.
         yield keywords, list(run.candidates), "all knowledge bases"
 
     # --- answer ------------------------------------------------------------------------------

@@ -21,6 +21,9 @@ from tools.text import keyword_terms
 STRONG_COSINE = 0.62  # enough on its own
 MIN_COSINE = 0.40  # below this, nothing counts as evidence
 MIN_COVERAGE = 0.5  # with a cosine between the two, this share of query terms must be covered
+# Tables and lists embed poorly: nearly all query terms in one chunk can stand in for a weaker cosine.
+TABLE_COSINE = 0.30
+TABLE_COVERAGE = 0.75
 
 _SPECIFIC = re.compile(r"(?<!^)(?<![.!?]\s)\b([A-Z][a-z]+[A-Za-z]*|\d{2,}(?:[.,]\d+)?)\b")
 
@@ -54,11 +57,14 @@ def grade_offline(query: str, evidence: Sequence[Evidence], term_known: Callable
         return Verdict(False, f"the knowledge base never mentions {', '.join(unknown)}", missing=", ".join(unknown))
     best = max(evidence, key=lambda e: e.cosine)
     coverage = max(e.coverage for e in evidence[:5])
-    relevant = tuple(e.chunk_id for e in evidence if e.cosine >= MIN_COSINE)
+    # Offline, relevance is left to the answer step's own scoring of every sentence.
+    relevant: tuple[str, ...] = ()
     if best.cosine >= STRONG_COSINE:
         return Verdict(True, f"strong match (cosine {best.cosine:.2f})", relevant)
     if best.cosine >= MIN_COSINE and coverage >= MIN_COVERAGE:
         return Verdict(True, f"match (cosine {best.cosine:.2f}, {coverage:.0%} of query terms)", relevant)
+    if best.cosine >= TABLE_COSINE and coverage >= TABLE_COVERAGE:
+        return Verdict(True, f"keyword match ({coverage:.0%} of query terms, cosine {best.cosine:.2f})", relevant)
     return Verdict(
         False,
         f"weak evidence (best cosine {best.cosine:.2f}, {coverage:.0%} of query terms covered)",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from typing import TypeVar
 
@@ -44,9 +45,14 @@ def _wait(state: RetryCallState) -> float:
     header = response.headers.get("retry-after") if response is not None else None
     if header:
         try:
-            return min(float(header), MAX_BACKOFF_SECONDS)
-        except ValueError:
-            pass
+            seconds = float(header)
+        except ValueError:  # an HTTP date: back off as usual
+            seconds = -1.0
+        # A negative or NaN header must not reach time.sleep (ValueError: the question would crash).
+        if math.isfinite(seconds) and seconds >= 0:
+            return min(seconds, MAX_BACKOFF_SECONDS)
+        if seconds == math.inf:
+            return MAX_BACKOFF_SECONDS
     return min(0.5 * 2 ** (state.attempt_number - 1), MAX_BACKOFF_SECONDS)
 
 
@@ -73,8 +79,13 @@ class LlmClient:
         if response_format is not None:
             kwargs["response_format"] = response_format
         response = self._client.chat.completions.create(**kwargs)
-        content = response.choices[0].message.content if response.choices else None
-        if not content:
+        # A server that is "OpenAI-compatible" only in name may answer 200 with HTML, a bare string,
+        # a choice without a message, or non-text content: none of it may crash the question.
+        try:
+            content = response.choices[0].message.content if response.choices else None
+        except (AttributeError, IndexError, KeyError, TypeError):
+            raise LlmUnavailable("the server's reply was not a chat completion") from None
+        if not isinstance(content, str) or not content.strip():
             raise LlmUnavailable("the model returned no content")
         return content
 
