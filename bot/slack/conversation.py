@@ -274,6 +274,8 @@ def answer_question(
     say_stream: Callable | None = None,
 ) -> None:
     """On a worker: history from Slack, the scope, the engine, then the reply in the thread."""
+    from bot.agent.engine import EmptyQuestion  # loaded already: the engine is built by now or next line
+
     try:
         history = history_for(client, question)
         scope = scope_for(runtime, client, question.channel, question.user, question.is_dm)
@@ -285,6 +287,9 @@ def answer_question(
         )
         status.close()
         deliver(runtime, client, question, render_answer(answer, answer_id), say_stream)
+    except EmptyQuestion:
+        status.close()
+        _post_quietly(client, question.channel, question.reply_ts, GREETING)
     except Exception:
         status.close()
         log.exception("answering %s/%s failed", question.channel, question.ts)

@@ -88,9 +88,18 @@ def to_mrkdwn(text: str, citations: Sequence[Citation] = ()) -> str:
     return re.sub(r"\x00(\d+)\x00", lambda m: links[int(m.group(1))], text)
 
 
+_SLACK_CONTROL = re.compile(r"<(?=[!@#])")
+
+
+def defuse(text: str) -> str:
+    """Document text must not ping anyone: `<!channel>`, `<@U…>`, `<#C…>` are broken with a zero-width space."""
+    return _SLACK_CONTROL.sub("<\u200b", text)
+
+
 def to_markdown(text: str, citations: Sequence[Citation] = ()) -> str:
     """The answer text for chat streaming (markdown): [n] markers link to Slack files when known."""
     by_n = _citation_map(citations)
+    text = defuse(text)
 
     def marker(match: re.Match) -> str:
         citation = by_n.get(int(match.group(1)))
@@ -208,7 +217,7 @@ def render_answer(answer: Answer, answer_id: str | None = None, *, feedback: boo
         head = [SectionBlock(text=MarkdownTextObject(text=NOT_FOUND_HEADING)).to_dict()]
         head += [SectionBlock(text=MarkdownTextObject(text=p)).to_dict() for p in split_text(body) if p]
         markdown = "🔎 **The knowledge bases don't have enough to answer this.**"
-        markdown += f"\n\n{answer.answer}" if answer.answer else ""
+        markdown += f"\n\n{defuse(answer.answer)}" if answer.answer else ""
         text = "The knowledge bases don't have enough to answer this." + (f" {answer.answer}" if answer.answer else "")
     context = [MarkdownTextObject(text=context_line(answer))]
     context += [MarkdownTextObject(text=f"_{note}_") for note in _notes(answer)]
