@@ -109,7 +109,7 @@ def _open_upload_modal(runtime, client: WebClient, respond: Respond, command: di
     if not mine:
         respond(text=":no_entry: You aren't an uploader of any knowledge base. Ask a KB's uploaders or an admin.", response_type="ephemeral")
         return
-    view = build_upload_modal(everything, mine, kb, runtime.settings.max_upload_mb, {"channel": channel})
+    view = build_upload_modal(mine, kb, runtime.settings.max_upload_mb, {"channel": channel})
     try:
         client.views_open(trigger_id=command["trigger_id"], view=view)
     except SlackApiError as exc:

@@ -24,14 +24,12 @@ UPLOAD_CALLBACK_ID = "kb_upload"
 KB_BLOCK, KB_ACTION = "kb", "kb_select"
 FILES_BLOCK, FILES_ACTION = "files", "kb_files"
 MAX_FILES = 10
+FILE_INPUT_LIMIT_MB = 10  # Slack's own limit for files picked in a file_input (larger ones: drop them in a DM)
 
 
-def build_upload_modal(manifests: dict, kbs: list[str], initial_kb: str | None, max_mb: float, metadata: dict) -> dict:
+def build_upload_modal(kbs: list[str], initial_kb: str | None, max_mb: float, metadata: dict) -> dict:
     """The /kb upload modal: which KB (only those the user may upload to) and up to 10 files."""
-    options = [
-        Option(value=name, text=name, description=shorten(manifests[name].description, 70) or None)
-        for name in kbs[:100]
-    ]
+    options = [Option(value=name, text=name) for name in kbs[:100]]  # select menus show no descriptions
     initial = next((o for o in options if o.value == initial_kb), None)
     select = StaticSelectElement(action_id=KB_ACTION, placeholder="Choose a knowledge base", options=options, initial_option=initial)
     return View(
@@ -49,7 +47,7 @@ def build_upload_modal(manifests: dict, kbs: list[str], initial_kb: str | None, 
                 element=FileInputElement(action_id=FILES_ACTION, filetypes=SLACK_FILETYPES, max_files=MAX_FILES),
             ),
             ContextBlock(elements=[MarkdownTextObject(
-                text=f"Supported: {', '.join(SUPPORTED_SUFFIXES)} · up to {max_mb:g} MB each. "
+                text=f"Supported: {', '.join(SUPPORTED_SUFFIXES)} · up to {min(max_mb, FILE_INPUT_LIMIT_MB):g} MB each. "
                 "A file with the same name replaces the previous version."
             )]),
         ],
