@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bot.config import Settings
 from tools.chunking import ChunkDraft, chunk_document
-from tools.embeddings import Embedder
+from tools.embeddings import Embedder, EmbeddingError
 from tools.parsing import SUPPORTED_SUFFIXES, ParsedDocument, Section, UnreadableDocument, parse_file
 from tools.registry import PendingVersion
 from tools.store import KnowledgeStore, StoredChunk, chunk_id_for, chunk_to_node, version_key
@@ -67,11 +67,20 @@ class _Prepared:
 
 
 # Bump when parsing or chunking changes what a file becomes: every document then re-ingests once.
-PIPELINE_VERSION = b"kbbot-pipeline-2"
+PIPELINE_VERSION = b"kbbot-pipeline-3"
 
 
 def content_hash(data: bytes) -> str:
     return hashlib.sha256(PIPELINE_VERSION + b"\0" + data).hexdigest()
+
+
+def file_content_hash(path: Path) -> str:
+    """content_hash() of a file, read in blocks (a folder of big files is never all in memory)."""
+    digest = hashlib.sha256(PIPELINE_VERSION + b"\0")
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 class Ingestor:
@@ -144,23 +153,41 @@ class Ingestor:
             raise UnreadableDocument(
                 f"unsupported file type {path.suffix.lower() or '(none)'!r}; supported: {', '.join(SUPPORTED_SUFFIXES)}"
             )
-        self._check_size(name, path.stat().st_size)
-        data = path.read_bytes()
-        return SourceDocument(name, content_hash(data), lambda: parse_file(path, data))
+        try:
+            self._check_size(name, path.stat().st_size)
+            digest = file_content_hash(path)
+        except OSError as exc:
+            raise UnreadableDocument(f"cannot read the file ({exc.strerror or type(exc).__name__})") from exc
+
+        def load() -> ParsedDocument:
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                raise UnreadableDocument(f"cannot read the file ({exc.strerror or type(exc).__name__})") from exc
+            self._check_size(name, len(data))
+            if content_hash(data) != digest:
+                raise UnreadableDocument("the file changed while it was being ingested; ingest it again")
+            return parse_file(path, data)
+
+        return SourceDocument(name, digest, load)
 
     def _check_size(self, name: str, size: int) -> None:
         limit = self.settings.max_upload_bytes
         if size > limit:
             raise UnreadableDocument(
-                f"the file is {size / 1e6:.1f} MB, over the {limit / 1e6:.0f} MB limit (KBBOT_MAX_UPLOAD_MB)"
+                f"the file is {_mib(size)}, over the {_mib(limit)} upload limit (KBBOT_MAX_UPLOAD_MB)"
             )
 
     def _expand(self, paths: Sequence[Path], report: IngestReport) -> list[tuple[str, Path]]:
         expanded: list[tuple[str, Path]] = []
         for path in paths:
             if path.is_dir():
-                for file in sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")):
-                    expanded.append((file.relative_to(path).as_posix(), file))
+                for file in sorted(path.rglob("*")):
+                    relative = file.relative_to(path)
+                    # Hidden files and folders (.git/, .DS_Store, editor swap files) are not documents.
+                    if any(part.startswith(".") for part in relative.parts) or not file.is_file():
+                        continue
+                    expanded.append((relative.as_posix(), file))
             elif path.exists():
                 expanded.append((path.name, path))
             else:
@@ -180,25 +207,38 @@ class Ingestor:
         live_hashes = {d.name: d.live_hash for d in self.store.registry.list_documents(kb) if d.live_version}
 
         prepared: list[_Prepared] = []
+        seen: set[str] = set()
         for source in sources:
-            if live_hashes.get(source.name) == source.content_hash:
+            if source.name in seen:
+                result = DocumentResult(
+                    source.name, "failed",
+                    error=f"{source.name}: another file in this batch has the same name; ingest them separately",
+                )
+            elif live_hashes.get(source.name) == source.content_hash:
                 result = DocumentResult(source.name, "unchanged")
-                report.documents.append(result)
-                if on_result:
-                    on_result(result)
-                continue
-            try:
-                parsed = source.load()
-                drafts = chunk_document(parsed, self.embedder.tokenize)
-                if not drafts:
-                    raise UnreadableDocument("no text could be extracted")
-            except UnreadableDocument as exc:
-                result = DocumentResult(source.name, "failed", error=f"{source.name}: {exc}")
-                report.documents.append(result)
-                if on_result:
-                    on_result(result)
-                continue
-            prepared.append(_Prepared(source, parsed.title, drafts))
+            else:
+                try:
+                    parsed = source.load()
+                    drafts = chunk_document(parsed, self.embedder.tokenize)
+                    if not drafts:
+                        raise UnreadableDocument("no text could be extracted")
+                except UnreadableDocument as exc:
+                    result = DocumentResult(source.name, "failed", error=f"{source.name}: {exc}")
+                except EmbeddingError:
+                    raise  # not this document's fault: the whole ingest cannot run
+                except Exception as exc:  # one bad document never sinks the batch (or the process)
+                    log.exception("could not prepare %s", source.name)
+                    result = DocumentResult(
+                        source.name, "failed", error=f"{source.name}: could not be read ({type(exc).__name__})"
+                    )
+                else:
+                    seen.add(source.name)
+                    prepared.append(_Prepared(source, parsed.title, drafts))
+                    continue
+            seen.add(source.name)
+            report.documents.append(result)
+            if on_result:
+                on_result(result)
 
         bar = self._progress_bar(sum(len(p.drafts) for p in prepared), progress)
         try:
@@ -223,23 +263,36 @@ class Ingestor:
             nodes = self._embed_nodes(kb, group, pendings, bar)
             vector_store.add(nodes)
         except Exception as exc:
-            reason = f"could not embed or store: {type(exc).__name__}: {exc}"
+            reason = f"could not embed or store: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
             log.exception("ingest failed for %s", [p.source.name for p in group])
+            # The registry first: once a version is `failed` it is never retrievable, and its chunks are
+            # deleted now or, if the store is unreachable, by the next recovery.
             for pending in pendings:
-                vector_store.delete(version_key(kb, pending.document, pending.version))
                 self.store.registry.abandon_version(pending, reason)
+            self._drop_versions(kb, vector_store, [(p.document, p.version) for p in pendings])
             return [DocumentResult(p.source.name, "failed", error=f"{p.source.name}: {reason}") for p in group]
 
         results = []
+        replaced: list[tuple[str, int]] = []
         for prepared, pending in zip(group, pendings, strict=True):
             old = self.store.registry.publish_version(
                 pending, prepared.source.content_hash, len(prepared.drafts), prepared.source.source_url
             )
             if old:
-                vector_store.delete(version_key(kb, pending.document, old))
-                self.store.registry.forget_versions(kb, [(pending.document, old)])
+                replaced.append((pending.document, old))
             results.append(DocumentResult(prepared.source.name, "ready", chunks=len(prepared.drafts)))
+        self._drop_versions(kb, vector_store, replaced)
         return results
+
+    def _drop_versions(self, kb: str, vector_store, versions: list[tuple[str, int]]) -> None:
+        """Delete the chunks of versions the registry no longer serves (retired or failed); best effort."""
+        for document, version in versions:
+            try:
+                vector_store.delete(version_key(kb, document, version))
+            except Exception as exc:  # left for the next recovery: they are invisible meanwhile
+                log.warning("could not delete chunks of %s v%s yet: %s", document, version, exc)
+                continue
+            self.store.registry.forget_versions(kb, [(document, version)])
 
     def _embed_nodes(self, kb: str, group: list[_Prepared], pendings: list[PendingVersion], bar) -> list:
         chunks = [
@@ -269,6 +322,10 @@ class Ingestor:
         from tqdm import tqdm
 
         return tqdm(total=total, unit="chunk", desc="embedding", leave=False)
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):.3g} MB"
 
 
 def _groups(prepared: list[_Prepared], max_chunks: int) -> Iterable[list[_Prepared]]:

@@ -51,7 +51,17 @@ def parse_file(path: Path, data: bytes | None = None) -> ParsedDocument:
     raw = path.read_bytes() if data is None else data
     if not raw.strip():
         raise UnreadableDocument("the file is empty")
-    parsed = parser(raw, path)
+    try:
+        parsed = parser(raw, path)
+    except UnreadableDocument:
+        raise
+    except RecursionError as exc:
+        raise UnreadableDocument(f"the {suffix[1:].upper()} file is malformed (nested too deeply)") from exc
+    except Exception as exc:  # a parser library choking on hostile input must not take the process down
+        detail = " ".join(str(exc).split())[:120]
+        raise UnreadableDocument(
+            f"the {suffix[1:].upper()} file could not be read ({type(exc).__name__}{': ' + detail if detail else ''})"
+        ) from exc
     sections = [Section(_normalise_space(s.text), s.location) for s in parsed.sections]
     sections = [s for s in sections if s.text]
     if not sections:
@@ -160,27 +170,77 @@ def _parse_html(raw: bytes, path: Path) -> ParsedDocument:
         marker = " ".join([tag.get("id") or "", *(tag.get("class") or [])])
         if marker.strip() and _BOILERPLATE_HINT.search(marker) and tag.name not in ("html", "body", "main"):
             tag.decompose()
-    root = soup.find("main") or soup.find("article") or soup.body or soup
-    lines: list[str] = []
-    for element in root.find_all(["h1", "h2", "h3", "h4", "h5", "h6", "p", "li", "pre", "tr", "dt", "dd", "blockquote"]):
-        if element.find_parent(["p", "li", "pre", "tr", "dd", "blockquote"]) is not None:
-            continue  # text already taken with its block ancestor
-        if element.name == "tr":
-            # A table row is one line, cells separated, so a row's facts stay together.
-            text = " | ".join(c.get_text(" ", strip=True) for c in element.find_all(["td", "th"]))
-        else:
-            text = element.get_text(" ", strip=True)
-        if not text.strip(" |"):
-            continue
-        if element.name[0] == "h" and element.name[1:].isdigit():
-            lines.append("#" * int(element.name[1]) + " " + text)
-        elif element.name == "li":
-            lines.append("- " + text)
-        else:
-            lines.append(text)
-        lines.append("")
+    articles = soup.find_all("article")
+    root = soup.find("main") or (articles[0] if len(articles) == 1 else None) or soup.body or soup
+    lines = _html_block_lines(root)
     parsed = _sections_from_headed_lines(lines, page_title or path.stem)
     return ParsedDocument(parsed.title if parsed.title != path.stem else (page_title or path.stem), parsed.sections)
+
+
+_HTML_BLOCKS = ("h1", "h2", "h3", "h4", "h5", "h6", "p", "li", "pre", "tr", "dt", "dd", "blockquote", "caption", "figcaption")
+_HTML_INLINE = frozenset(
+    ["a", "abbr", "b", "bdi", "bdo", "big", "cite", "code", "data", "del", "dfn", "em", "font", "i", "img", "ins", "kbd", "label", "mark", "q", "s", "samp", "small", "span", "strike", "strong", "sub", "sup", "time", "tt", "u", "var", "wbr"]
+)
+
+
+def _html_block_lines(root) -> list[str]:
+    """One Markdown-like line per block (headings as `#`), in document order.
+
+    Text that sits outside any block element (straight in a <div>, between <br>s, in <main>) is
+    gathered into its own lines too: wiki and CMS exports put most of their text there.
+    """
+    from bs4 import Comment, Declaration, Doctype, NavigableString, ProcessingInstruction, Tag
+
+    lines: list[str] = []
+    loose: list[str] = []
+
+    def emit(text: str) -> None:
+        lines.append(text)
+        lines.append("")
+
+    def flush() -> None:
+        text = " ".join(" ".join(loose).split())
+        loose.clear()
+        if text:
+            emit(text)
+
+    def block_text(element: Tag) -> str:
+        if element.name == "tr":
+            # A table row is one line, cells separated, so a row's facts stay together.
+            return " | ".join(c.get_text(" ", strip=True) for c in element.find_all(["td", "th"]))
+        return element.get_text(" ", strip=True)
+
+    def walk(node: Tag) -> None:
+        for child in node.children:
+            if isinstance(child, NavigableString):
+                if not isinstance(child, (Comment, Declaration, Doctype, ProcessingInstruction)):
+                    loose.append(str(child))
+                continue
+            if not isinstance(child, Tag):
+                continue
+            if child.name in _HTML_BLOCKS:
+                flush()
+                text = block_text(child)
+                if not text.strip(" |"):
+                    continue
+                if child.name[0] == "h" and child.name[1:].isdigit():
+                    emit("#" * int(child.name[1]) + " " + text)
+                elif child.name == "li":
+                    emit("- " + text)
+                else:
+                    emit(text)
+            elif child.name == "br":
+                flush()
+            elif child.name in _HTML_INLINE:
+                loose.append(child.get_text(" "))
+            else:  # div, section, table, ul...: a boundary, then whatever is inside
+                flush()
+                walk(child)
+                flush()
+
+    walk(root)
+    flush()
+    return lines
 
 
 # --- pdf --------------------------------------------------------------------------------------
@@ -193,13 +253,14 @@ def _parse_pdf(raw: bytes, path: Path) -> ParsedDocument:
     from pypdf import PdfReader
     from pypdf.errors import PyPdfError
 
-    logging.getLogger("pypdf").setLevel(logging.ERROR)
+    logging.getLogger("pypdf").setLevel(logging.CRITICAL)  # its repair notes are not for users
     if not raw.lstrip().startswith(b"%PDF"):
         raise UnreadableDocument("not a PDF file (no %PDF header)")
     try:
         reader = PdfReader(io.BytesIO(raw))
-        if reader.is_encrypted:
-            raise UnreadableDocument("the PDF is encrypted; upload an unprotected copy")
+        # Permission-only protection (an empty user password) opens in every viewer, so read it.
+        if reader.is_encrypted and not _decrypts_with_empty_password(reader):
+            raise UnreadableDocument("the PDF is encrypted (password protected); upload an unprotected copy")
         sections = [
             Section(_join_pdf_lines(page.extract_text() or ""), f"p. {number}")
             for number, page in enumerate(reader.pages, start=1)
@@ -207,9 +268,19 @@ def _parse_pdf(raw: bytes, path: Path) -> ParsedDocument:
         title = (reader.metadata.title if reader.metadata else None) or path.stem
     except UnreadableDocument:
         raise
-    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, OSError) as exc:
-        raise UnreadableDocument(f"corrupt PDF ({type(exc).__name__}: {str(exc)[:120]})") from exc
+    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, OSError,
+            NotImplementedError, ArithmeticError, LookupError, AssertionError) as exc:
+        raise UnreadableDocument(f"corrupt PDF ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})") from exc
     return ParsedDocument(str(title), sections)
+
+
+def _decrypts_with_empty_password(reader) -> bool:
+    from pypdf import PasswordType
+
+    try:
+        return reader.decrypt("") != PasswordType.NOT_DECRYPTED
+    except Exception:  # an unsupported algorithm or a broken /Encrypt dictionary: still encrypted
+        return False
 
 
 _PDF_BLOCK_START = re.compile(r"^\s*(?:[-•*▪◦]|\d{1,2}[.)]\s|[A-Z][A-Za-z ]{0,40}$)")

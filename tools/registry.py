@@ -7,9 +7,13 @@ first, then flips `live_version` in one transaction, so a crash never exposes ha
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import sqlite3
+import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -45,8 +49,18 @@ CREATE TABLE IF NOT EXISTS versions (
     state TEXT NOT NULL CHECK (state IN ('processing', 'ready', 'failed', 'retired')),
     chunks INTEGER NOT NULL DEFAULT 0,
     pid INTEGER,
+    owner TEXT,
     started_at REAL NOT NULL,
     PRIMARY KEY (kb, document, version)
+);
+-- The highest version number ever handed out per document. It survives forgetting versions and
+-- deleting the document, so a chunk id (kb/doc@vN#i) is never reused for different text: a citation
+-- kept somewhere (a Slack thread) can go stale, but never points at someone else's words.
+CREATE TABLE IF NOT EXISTS version_counters (
+    kb TEXT NOT NULL,
+    document TEXT NOT NULL,
+    last_version INTEGER NOT NULL,
+    PRIMARY KEY (kb, document)
 );
 """
 
@@ -93,13 +107,88 @@ def _pid_alive(pid: int | None) -> bool:
     return True
 
 
+class ProcessLease:
+    """Proof that an ingesting process is still alive: an exclusive lock on a file it holds open.
+
+    A pid alone is not enough: after a crash and restart (a container's PID 1, say) the new process
+    often gets the same pid, and the old ingest would look alive forever. The kernel drops the lock
+    the moment its holder dies, whatever pid comes next, so "can I take the lock?" answers "is the
+    owner dead?" exactly (also across containers sharing the data dir).
+    """
+
+    _by_directory: dict[Path, ProcessLease] = {}
+    _registry_lock = threading.Lock()
+
+    @classmethod
+    def for_directory(cls, directory: Path) -> ProcessLease:
+        """One lease per process and data dir, however many registries are opened on it."""
+        key = directory.resolve()
+        with cls._registry_lock:
+            if key not in cls._by_directory:
+                cls._by_directory[key] = cls(key)
+            return cls._by_directory[key]
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self._lock = threading.Lock()
+        self._token: str | None = None
+        self._pid: int | None = None
+        self._handle = None
+
+    def token(self) -> str:
+        """This process's lease (taken on first use; a forked child takes its own)."""
+        with self._lock:
+            if self._token is None or self._pid != os.getpid():
+                import fcntl
+
+                self.directory.mkdir(parents=True, exist_ok=True)
+                token = f"{os.getpid()}-{uuid.uuid4().hex[:12]}.lock"
+                handle = (self.directory / token).open("a+b")
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self._token, self._pid, self._handle = token, os.getpid(), handle
+                atexit.register(self._release, self.directory / token, handle)
+            return self._token
+
+    @staticmethod
+    def _release(path: Path, handle) -> None:
+        with contextlib.suppress(OSError):
+            path.unlink()
+            handle.close()
+
+    def holder_alive(self, token: str) -> bool:
+        if token == self._token and self._pid == os.getpid():
+            return True
+        path = self.directory / token
+        if "/" in token or not path.is_file():
+            return False
+        import fcntl
+
+        try:
+            with path.open("a+b") as handle:
+                try:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return True
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        except OSError:
+            return False
+        with contextlib.suppress(OSError):
+            path.unlink()  # the holder is gone: tidy its lease file
+        return False
+
+
 class Registry:
     def __init__(self, path: Path):
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.lease = ProcessLease.for_directory(path.parent / "leases")
         with self._connect() as db:
             db.execute("PRAGMA journal_mode=WAL")  # persistent: readers never block the writer
             db.executescript(SCHEMA)
+            columns = {row["name"] for row in db.execute("PRAGMA table_info(versions)")}
+            if "owner" not in columns:  # registries written before leases existed
+                with contextlib.suppress(sqlite3.OperationalError):  # another process just added it
+                    db.execute("ALTER TABLE versions ADD COLUMN owner TEXT")
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -198,16 +287,24 @@ class Registry:
 
     def begin_version(self, kb: str, document: str, content_hash: str) -> PendingVersion:
         """Record a new version as `processing`; the live version (if any) stays live."""
+        owner = self.lease.token()
         now = time.time()
         with self._transaction() as db:
             row = db.execute(
-                "SELECT COALESCE(MAX(version), 0) FROM versions WHERE kb = ? AND document = ?", (kb, document)
+                "SELECT MAX(COALESCE((SELECT MAX(version) FROM versions WHERE kb = ?1 AND document = ?2), 0),"
+                " COALESCE((SELECT last_version FROM version_counters WHERE kb = ?1 AND document = ?2), 0))",
+                (kb, document),
             ).fetchone()
             version = int(row[0]) + 1
             db.execute(
-                "INSERT INTO versions (kb, document, version, content_hash, state, pid, started_at)"
-                " VALUES (?, ?, ?, ?, 'processing', ?, ?)",
-                (kb, document, version, content_hash, os.getpid(), now),
+                "INSERT INTO version_counters (kb, document, last_version) VALUES (?, ?, ?)"
+                " ON CONFLICT(kb, document) DO UPDATE SET last_version = excluded.last_version",
+                (kb, document, version),
+            )
+            db.execute(
+                "INSERT INTO versions (kb, document, version, content_hash, state, pid, owner, started_at)"
+                " VALUES (?, ?, ?, ?, 'processing', ?, ?, ?)",
+                (kb, document, version, content_hash, os.getpid(), owner, now),
             )
             existing = db.execute(
                 "SELECT live_version FROM documents WHERE kb = ? AND name = ?", (kb, document)
@@ -276,14 +373,20 @@ class Registry:
 
     def recover_interrupted(self, kb: str) -> list[tuple[str, int]]:
         """Versions left `processing` by a dead process: abandon them; return (document, version)."""
+        with self._connect() as db:  # the common case, nothing in flight, needs no write lock
+            if db.execute("SELECT 1 FROM versions WHERE kb = ? AND state = 'processing' LIMIT 1", (kb,)).fetchone() is None:
+                return []
         with self._transaction() as db:
             rows = db.execute(
-                "SELECT document, version, pid FROM versions WHERE kb = ? AND state = 'processing'", (kb,)
+                "SELECT document, version, pid, owner FROM versions WHERE kb = ? AND state = 'processing'", (kb,)
             ).fetchall()
-            dead = [(r["document"], r["version"]) for r in rows if not _pid_alive(r["pid"])]
+            dead = [(r["document"], r["version"]) for r in rows if not self._owner_alive(r["owner"], r["pid"])]
             for document, version in dead:
                 self._abandon(db, kb, document, version, "ingest was interrupted; upload the file again")
         return dead
+
+    def _owner_alive(self, owner: str | None, pid: int | None) -> bool:
+        return self.lease.holder_alive(owner) if owner else _pid_alive(pid)
 
     def stale_versions(self, kb: str) -> list[tuple[str, int]]:
         """Versions whose chunks may still be in the vector store but must never be retrieved."""

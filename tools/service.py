@@ -37,6 +37,19 @@ class KnowledgeService:
     def __init__(self, settings: Settings):
         self.settings = settings
 
+    def close(self) -> None:
+        """Release the store (Chroma client) if it was opened; the embedder stays cached per process."""
+        store = self.__dict__.pop("store", None)
+        self.__dict__.pop("ingestor", None)
+        if store is not None:
+            store.close()
+
+    def __enter__(self) -> KnowledgeService:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     @cached_property
     def store(self) -> KnowledgeStore:
         return KnowledgeStore(self.settings)

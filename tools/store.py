@@ -113,6 +113,17 @@ class KnowledgeStore:
         self._live: dict[str, tuple[int, dict[str, int]]] = {}
         self._collections: dict[str, object] = {}
         self._lock = threading.Lock()
+        self.recover_all()
+
+    def close(self) -> None:
+        """Release the Chroma client (files, connections). The store is unusable afterwards."""
+        self._collections.clear()
+        close = getattr(self.client, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception as exc:  # closing must never mask the caller's own error
+                log.debug("closing the Chroma client: %s", exc)
 
     # --- knowledge bases ---------------------------------------------------------------------
 
@@ -139,10 +150,15 @@ class KnowledgeStore:
         return record
 
     def check_model(self, name: str, model_name: str, dimension: int) -> None:
+        """Refuse to mix embedding models: the registry and the collection must both match."""
         record = self.require_kb(name)
-        if (record.embedding_model, record.dimension) != (model_name, dimension):
+        indexed = (record.embedding_model, record.dimension)
+        metadata = self.collection(name).metadata or {}
+        if metadata.get("embedding_model") and indexed == (model_name, dimension):
+            indexed = (str(metadata["embedding_model"]), int(metadata.get("dimension") or 0))
+        if indexed != (model_name, dimension):
             raise EmbeddingModelMismatch(
-                f"knowledge base {name!r} was indexed with {record.embedding_model} ({record.dimension}-d) but "
+                f"knowledge base {name!r} was indexed with {indexed[0]} ({indexed[1]}-d) but "
                 f"kbbot is configured for {model_name} ({dimension}-d); run `kbbot kb reindex {name}` to "
                 "re-embed it, or switch the embedding settings back"
             )
@@ -176,8 +192,20 @@ class KnowledgeStore:
 
     # --- recovery ----------------------------------------------------------------------------
 
+    def recover_all(self) -> None:
+        """Run at every open of the store: whatever process died mid-ingest, its leftovers go now."""
+        for record in self.registry.list_kbs():
+            try:
+                self.recover(record.name)
+            except Exception as exc:  # a KB that cannot be cleaned now is cleaned at its next open
+                log.warning("could not clean up interrupted ingests of %s: %s", record.name, exc)
+
     def recover(self, kb: str) -> None:
-        """Abandon versions of dead ingests and delete chunks that may never be retrieved."""
+        """Abandon versions of dead ingests and delete chunks that may never be retrieved.
+
+        Those chunks are invisible already (the registry never points at them); this removes them.
+        A version is forgotten only after its chunks are deleted, so a failure here is retried later.
+        """
         self.registry.recover_interrupted(kb)
         stale = self.registry.stale_versions(kb)
         if not stale:
@@ -185,7 +213,7 @@ class KnowledgeStore:
         vector_store = self.vector_store(kb)
         for document, version in stale:
             vector_store.delete(version_key(kb, document, version))
-        self.registry.forget_versions(kb, stale)
+            self.registry.forget_versions(kb, [(document, version)])
 
     # --- reading -----------------------------------------------------------------------------
 

