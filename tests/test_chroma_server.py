@@ -1,0 +1,103 @@
+"""kbbot against a real Chroma server (`chroma run`, shipped with chromadb) on 127.0.0.1."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers.cli import child_env
+
+from tools.service import KnowledgeService
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _chroma_cli() -> str:
+    script = Path(sys.executable).with_name("chroma")
+    found = str(script) if script.is_file() else shutil.which("chroma")
+    if not found:
+        pytest.skip("the `chroma` CLI (chromadb) is not installed")
+    return found
+
+
+@pytest.fixture
+def chroma_server(tmp_path: Path, make_settings) -> Iterator[tuple[str, int]]:
+    """`chroma run` on a free port, ready (heartbeat answers) before the test starts; always stopped."""
+    port = _free_port()
+    log = (tmp_path / "chroma.log").open("w")
+    process = subprocess.Popen(
+        [_chroma_cli(), "run", "--path", str(tmp_path / "chroma-server"), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log, stderr=subprocess.STDOUT, env=child_env(make_settings()),
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"chroma run exited with {process.returncode}: {(tmp_path / 'chroma.log').read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("chroma run did not answer its heartbeat within 60 s")
+            time.sleep(0.1)
+        yield "127.0.0.1", port
+    finally:
+        process.terminate()
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(15)
+        log.close()
+
+
+def test_ingest_and_search_through_a_chroma_server(chroma_server, make_settings, tmp_path: Path) -> None:
+    host, port = chroma_server
+    settings = make_settings(CHROMA_HOST=host, CHROMA_PORT=port)
+    doc = tmp_path / "escalation.md"
+    doc.write_text(
+        "# Escalation\n\n## Night shift\n\nAfter 22:00 page the duty engineer through PagerDuty service LUM-OPS.\n",
+        encoding="utf-8",
+    )
+    with KnowledgeService(settings) as svc:
+        svc.create_kb("ops", "Operations runbooks")
+        report = svc.ingest("ops", [doc])
+        assert report.ok and report.embedded_chunks == 1
+        # The chunks live in the server, not under the data dir.
+        assert not (settings.data_dir / "chroma").exists()
+        collection = svc.store.client.get_collection(svc.store.registry.get_kb("ops").collection)
+        assert collection.count() == 1
+        assert collection.metadata["embedding_model"] == "sentence-transformers/all-MiniLM-L6-v2"
+
+        vector = svc.embedder.embed_query("who do I page at night?")
+        hits = svc.store.dense_search("ops", vector, 5)
+        assert [c.location for c, _ in hits] == ["Escalation > Night shift"]
+        assert "LUM-OPS" in hits[0][0].text and hits[0][1] > 0.3
+        assert svc.store.keyword_index("ops").search("PagerDuty", 3)[0][0] == "ops/escalation.md@v1#0"
+
+        # A new version replaces the old one on the server too.
+        doc.write_text("# Escalation\n\n## Night shift\n\nAfter 23:00 call the on-call lead directly.\n", encoding="utf-8")
+        assert svc.ingest("ops", [doc]).documents[0].status == "ready"
+        assert collection.get()["ids"] == ["ops/escalation.md@v2#0"]
+
+    # Another process sees the same store through the server.
+    done = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "kb", "list", "--json"], env=child_env(settings),
+        cwd=str(tmp_path), capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert '"name": "ops"' in done.stdout and '"chunks": 1' in done.stdout
