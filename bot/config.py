@@ -37,6 +37,9 @@ class Settings(BaseSettings):
     slack_signing_secret: SecretStr | None = Field(None, alias="SLACK_SIGNING_SECRET")
     slack_api_url: str | None = Field(None, alias="SLACK_API_URL")
     port: int = Field(3000, alias="PORT")
+    slack_workers: int = Field(8, alias="KBBOT_SLACK_WORKERS", ge=1, le=64)
+    slack_streaming: bool = Field(True, alias="KBBOT_SLACK_STREAMING")
+    slack_warmup: bool = Field(True, alias="KBBOT_SLACK_WARMUP")
 
     admin_users: str = Field("", alias="KBBOT_ADMIN_USERS")
     max_upload_mb: float = Field(25.0, alias="KBBOT_MAX_UPLOAD_MB")

@@ -8,7 +8,6 @@ long questions can never delay the ack of a slash command or a modal submission.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections import defaultdict
@@ -166,7 +165,7 @@ def build_runtime(settings: Settings, service=None, engine=None, workers: int | 
         return AnswerEngine(service, settings)
 
     state_dir = settings.resolved_data_dir / "slack"
-    workers = workers or int(os.environ.get("KBBOT_SLACK_WORKERS", "8"))
+    workers = workers or settings.slack_workers
     runtime = SlackRuntime(
         settings=settings,
         service=service,
@@ -176,7 +175,7 @@ def build_runtime(settings: Settings, service=None, engine=None, workers: int | 
         workers=ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kbbot-worker"),
         side=ThreadPoolExecutor(max_workers=8, thread_name_prefix="kbbot-side"),
     )
-    if os.environ.get("KBBOT_SLACK_STREAMING", "auto").lower() in ("0", "off", "false", "no"):
+    if not settings.slack_streaming:
         runtime.streaming.enabled = False
         runtime.streaming.reason = "KBBOT_SLACK_STREAMING=off"
     return runtime

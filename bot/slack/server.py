@@ -11,7 +11,6 @@ import argparse
 import contextlib
 import json
 import logging
-import os
 import signal
 import sys
 import threading
@@ -92,7 +91,7 @@ def serve(settings: Settings, host: str = "0.0.0.0", port: int | None = None) ->
         raise SlackConfigError("SLACK_BOT_TOKEN is not set; see docs/slack-setup.md")
     runtime = build_runtime(settings)
     app = build_app(settings, runtime, socket_mode=socket_mode)
-    if os.environ.get("KBBOT_SLACK_WARMUP", "on").lower() not in ("0", "off", "false", "no"):
+    if settings.slack_warmup:
         threading.Thread(target=_warm_up, args=(runtime,), name="kbbot-warmup", daemon=True).start()
     if socket_mode:
         from slack_bolt.adapter.socket_mode import SocketModeHandler
