@@ -41,9 +41,14 @@ def load_questions(path: str) -> list[dict]:
             continue
         try:
             row = json.loads(line)
-            if not isinstance(row, dict) or "question" not in row:
-                raise ValueError('each line needs a "question"')
-            row["history"] = [Turn.from_json(t) for t in row.get("history") or []]
+            if not isinstance(row, dict) or not isinstance(row.get("question"), str):
+                raise ValueError('each line needs a "question" (a string)')
+            history = row.get("history") or []
+            if not isinstance(history, list):
+                raise ValueError('"history" must be a JSON list of {role, text}')
+            if row.get("kb") is not None and not isinstance(row["kb"], str):
+                raise ValueError('"kb" must be a knowledge base name')
+            row["history"] = [Turn.from_json(t) for t in history]
         except ValueError as exc:
             raise InputError(f"{path}:{number}: {exc}") from exc
         rows.append(row)
@@ -81,25 +86,30 @@ def _engine(settings: Settings):
 
 
 def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
-    from bot.agent.engine import EmptyQuestion
-
+    # Input first: a malformed file is reported before the engine (seconds of imports) loads.
     if args.questions:
         rows = load_questions(args.questions)
+    else:
+        if not args.question:
+            raise InputError("give a QUESTION or --questions FILE")
+        history = load_history(args.history)
+
+    from bot.agent.engine import EmptyQuestion
+    from tools.store import KnowledgeBaseError
+
+    if args.questions:
         engine = _engine(settings)
         failures = 0
         for row in rows:
             try:
                 answer = engine.answer(row["question"], row["history"], kb=row.get("kb") or args.kb)
-            except EmptyQuestion as exc:
+            except (EmptyQuestion, KnowledgeBaseError) as exc:  # this line fails; the others still run
                 failures += 1
                 print(json.dumps({"question": row["question"], "error": str(exc)}) if args.json else f"error: {exc}")
                 continue
             print(json.dumps(answer.to_json(), ensure_ascii=False) if args.json else render_text(answer) + "\n", flush=True)
         return 1 if failures else 0
 
-    if not args.question:
-        raise InputError("give a QUESTION or --questions FILE")
-    history = load_history(args.history)
     try:
         answer = _engine(settings).answer(args.question, history, kb=args.kb)
     except EmptyQuestion as exc:

@@ -23,12 +23,12 @@ def allowed_kbs(manifests: Mapping[str, KnowledgeBaseManifest], scope: Scope) ->
     (or in a DM of someone who is a member of one of them)."""
     allowed = []
     for name, manifest in sorted(manifests.items()):
-        if not manifest.restricted or scope.channel is None:
+        if not manifest.restricted:
             allowed.append(name)
-        elif scope.is_dm:
+        elif scope.is_dm:  # before the trusted-surface case: a DM is a DM even without a channel id
             if scope.member_of and scope.member_of & set(manifest.allowed_channels):
                 allowed.append(name)
-        elif manifest.visible_in(scope.channel):
+        elif scope.channel is None or manifest.visible_in(scope.channel):
             allowed.append(name)
     return allowed
 

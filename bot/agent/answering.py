@@ -230,7 +230,7 @@ def validate_llm_answer(text: str, evidence: Sequence[Evidence]) -> DraftAnswer 
 
     cleaned = _MARKER.sub(renumber, text)
     cleaned = re.sub(r"[ \t]+([.,;:!?])", r"\1", re.sub(r"[ \t]{2,}", " ", cleaned)).strip()
-    if not used:
-        return None
+    if not used or not any(ch.isalnum() for ch in _MARKER.sub("", cleaned)):
+        return None  # no valid citation, or citations and nothing else ("[1]"): not an answer
     citations = [make_citation(new, evidence[old - 1]) for old, new in sorted(used.items(), key=lambda kv: kv[1])]
     return DraftAnswer(cleaned, citations)

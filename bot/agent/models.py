@@ -16,6 +16,8 @@ class Turn:
 
     @classmethod
     def from_json(cls, data: dict) -> Turn:
+        if not isinstance(data, dict):
+            raise ValueError(f"a history turn must be an object {{role, text}}, not {data!r:.60}")
         role = data.get("role")
         if role not in ("user", "assistant"):
             raise ValueError(f"history turn role must be 'user' or 'assistant', not {role!r}")

@@ -77,6 +77,7 @@ def route_messages(query: str, probes: Sequence[KbProbe], descriptions: Mapping[
     blocks = []
     for probe in probes:
         top = probe.result.evidence[0].chunk.text[:400] if probe.result.evidence else "(nothing found)"
+        top = top.replace('"""', "'''")  # a document's own triple quotes must not end the quoted block
         blocks.append(f"- name: {probe.kb}\n  description: {descriptions.get(probe.kb, '')}\n  best passage: \"\"\"{top}\"\"\"")
     return [
         {"role": "system", "content": ROUTE_SYSTEM},
