@@ -257,7 +257,7 @@ class Ingestor:
         return report
 
     def _write_group(self, kb: str, group: list[_Prepared], bar) -> list[DocumentResult]:
-        pendings = [self.store.registry.begin_version(kb, p.source.name, p.source.content_hash) for p in group]
+        pendings = self.store.registry.begin_versions(kb, [(p.source.name, p.source.content_hash) for p in group])
         vector_store = self.store.vector_store(kb)
         try:
             nodes = self._embed_nodes(kb, group, pendings, bar)
@@ -267,22 +267,20 @@ class Ingestor:
             log.exception("ingest failed for %s", [p.source.name for p in group])
             # The registry first: once a version is `failed` it is never retrievable, and its chunks are
             # deleted now or, if the store is unreachable, by the next recovery.
-            for pending in pendings:
-                self.store.registry.abandon_version(pending, reason)
+            self.store.registry.abandon_versions(pendings, reason)
             self._drop_versions(kb, vector_store, [(p.document, p.version) for p in pendings])
             return [DocumentResult(p.source.name, "failed", error=f"{p.source.name}: {reason}") for p in group]
 
-        results = []
-        replaced: list[tuple[str, int]] = []
-        for prepared, pending in zip(group, pendings, strict=True):
-            old = self.store.registry.publish_version(
-                pending, prepared.source.content_hash, len(prepared.drafts), prepared.source.source_url
-            )
-            if old:
-                replaced.append((pending.document, old))
-            results.append(DocumentResult(prepared.source.name, "ready", chunks=len(prepared.drafts)))
+        # The flip: every document of the group goes live in one registry transaction.
+        olds = self.store.registry.publish_versions(
+            [
+                (pending, prepared.source.content_hash, len(prepared.drafts), prepared.source.source_url)
+                for prepared, pending in zip(group, pendings, strict=True)
+            ]
+        )
+        replaced = [(pending.document, old) for pending, old in zip(pendings, olds, strict=True) if old]
         self._drop_versions(kb, vector_store, replaced)
-        return results
+        return [DocumentResult(p.source.name, "ready", chunks=len(p.drafts)) for p in group]
 
     def _drop_versions(self, kb: str, vector_store, versions: list[tuple[str, int]]) -> None:
         """Delete the chunks of versions the registry no longer serves (retired or failed); best effort."""

@@ -182,6 +182,7 @@ class Registry:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self.lease = ProcessLease.for_directory(path.parent / "leases")
+        self._local = threading.local()
         with self._connect() as db:
             db.execute("PRAGMA journal_mode=WAL")  # persistent: readers never block the writer
             db.executescript(SCHEMA)
@@ -192,14 +193,25 @@ class Registry:
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        # One short-lived connection per operation: safe across threads and processes.
-        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        db.row_factory = sqlite3.Row
-        try:
+        """This thread's connection (autocommit; transactions are explicit and short).
+
+        One connection per thread and process, kept open: opening and closing one per operation
+        made SQLite checkpoint the WAL at every close, which cost more than the ingest's own writes.
+        """
+        db = getattr(self._local, "db", None)
+        if db is None or self._local.pid != os.getpid():
+            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            db.row_factory = sqlite3.Row
             db.execute("PRAGMA synchronous=FULL")
-            yield db
-        finally:
+            self._local.db, self._local.pid = db, os.getpid()
+        yield db
+
+    def close(self) -> None:
+        """Close the calling thread's connection (others close with their threads)."""
+        db = getattr(self._local, "db", None)
+        if db is not None and self._local.pid == os.getpid():
             db.close()
+        self._local.db = None
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -240,14 +252,21 @@ class Registry:
                 (name, description, embedding_model, dimension, collection, time.time()),
             )
 
-    def switch_collection(self, name: str, collection: str, embedding_model: str, dimension: int) -> None:
-        """Point a KB at a freshly built collection (reindex) in one step."""
+    def switch_collection(
+        self, name: str, collection: str, embedding_model: str, dimension: int, expected_generation: int | None = None
+    ) -> bool:
+        """Point a KB at a freshly built collection (reindex) in one step.
+
+        With `expected_generation`, only if the KB did not change since the collection was built from
+        it (returns False otherwise, and nothing is switched).
+        """
         with self._transaction() as db:
-            db.execute(
+            cursor = db.execute(
                 "UPDATE kbs SET collection = ?, embedding_model = ?, dimension = ?, generation = generation + 1"
-                " WHERE name = ?",
-                (collection, embedding_model, dimension, name),
+                " WHERE name = ? AND (? IS NULL OR generation = ?)",
+                (collection, embedding_model, dimension, name, expected_generation, expected_generation),
             )
+            return cursor.rowcount == 1
 
     def delete_kb(self, name: str) -> None:
         with self._transaction() as db:
@@ -279,79 +298,105 @@ class Registry:
         )
 
     def live_versions(self, kb: str) -> dict[str, int]:
+        return self.live_state(kb)[0]
+
+    def live_state(self, kb: str) -> tuple[dict[str, int], int]:
+        """({document: live version}, total chunks of the live versions), read together."""
         with self._connect() as db:
             rows = db.execute(
-                "SELECT name, live_version FROM documents WHERE kb = ? AND live_version IS NOT NULL", (kb,)
+                "SELECT name, live_version, live_chunks FROM documents WHERE kb = ? AND live_version IS NOT NULL", (kb,)
             ).fetchall()
-        return {r["name"]: r["live_version"] for r in rows}
+        return {r["name"]: r["live_version"] for r in rows}, sum(int(r["live_chunks"]) for r in rows)
 
     def begin_version(self, kb: str, document: str, content_hash: str) -> PendingVersion:
         """Record a new version as `processing`; the live version (if any) stays live."""
+        return self.begin_versions(kb, [(document, content_hash)])[0]
+
+    def begin_versions(self, kb: str, items: list[tuple[str, str]]) -> list[PendingVersion]:
+        """begin_version() for many (document, content hash) pairs in one transaction."""
         owner = self.lease.token()
         now = time.time()
+        pendings = []
         with self._transaction() as db:
-            row = db.execute(
-                "SELECT MAX(COALESCE((SELECT MAX(version) FROM versions WHERE kb = ?1 AND document = ?2), 0),"
-                " COALESCE((SELECT last_version FROM version_counters WHERE kb = ?1 AND document = ?2), 0))",
-                (kb, document),
-            ).fetchone()
-            version = int(row[0]) + 1
-            db.execute(
-                "INSERT INTO version_counters (kb, document, last_version) VALUES (?, ?, ?)"
-                " ON CONFLICT(kb, document) DO UPDATE SET last_version = excluded.last_version",
-                (kb, document, version),
-            )
-            db.execute(
-                "INSERT INTO versions (kb, document, version, content_hash, state, pid, owner, started_at)"
-                " VALUES (?, ?, ?, ?, 'processing', ?, ?, ?)",
-                (kb, document, version, content_hash, os.getpid(), owner, now),
-            )
-            existing = db.execute(
-                "SELECT live_version FROM documents WHERE kb = ? AND name = ?", (kb, document)
-            ).fetchone()
-            if existing is None:
+            for document, content_hash in items:
+                row = db.execute(
+                    "SELECT MAX(COALESCE((SELECT MAX(version) FROM versions WHERE kb = ?1 AND document = ?2), 0),"
+                    " COALESCE((SELECT last_version FROM version_counters WHERE kb = ?1 AND document = ?2), 0))",
+                    (kb, document),
+                ).fetchone()
+                version = int(row[0]) + 1
                 db.execute(
-                    "INSERT INTO documents (kb, name, state, updated_at) VALUES (?, ?, 'processing', ?)",
-                    (kb, document, now),
+                    "INSERT INTO version_counters (kb, document, last_version) VALUES (?, ?, ?)"
+                    " ON CONFLICT(kb, document) DO UPDATE SET last_version = excluded.last_version",
+                    (kb, document, version),
                 )
-            else:
                 db.execute(
-                    "UPDATE documents SET state = 'processing', error = NULL, updated_at = ?"
-                    " WHERE kb = ? AND name = ?",
-                    (now, kb, document),
+                    "INSERT INTO versions (kb, document, version, content_hash, state, pid, owner, started_at)"
+                    " VALUES (?, ?, ?, ?, 'processing', ?, ?, ?)",
+                    (kb, document, version, content_hash, os.getpid(), owner, now),
                 )
-        return PendingVersion(kb, document, version, bool(existing and existing["live_version"]))
+                existing = db.execute(
+                    "SELECT live_version FROM documents WHERE kb = ? AND name = ?", (kb, document)
+                ).fetchone()
+                if existing is None:
+                    db.execute(
+                        "INSERT INTO documents (kb, name, state, updated_at) VALUES (?, ?, 'processing', ?)",
+                        (kb, document, now),
+                    )
+                else:
+                    db.execute(
+                        "UPDATE documents SET state = 'processing', error = NULL, updated_at = ?"
+                        " WHERE kb = ? AND name = ?",
+                        (now, kb, document),
+                    )
+                pendings.append(PendingVersion(kb, document, version, bool(existing and existing["live_version"])))
+        return pendings
 
     def publish_version(
         self, pending: PendingVersion, content_hash: str, chunks: int, source_url: str | None
     ) -> int | None:
         """Flip the new version live in one transaction; return the version it replaced."""
+        return self.publish_versions([(pending, content_hash, chunks, source_url)])[0]
+
+    def publish_versions(
+        self, items: list[tuple[PendingVersion, str, int, str | None]]
+    ) -> list[int | None]:
+        """Flip several new versions live in one transaction (all or none); return the versions replaced."""
+        replaced: list[int | None] = []
+        now = time.time()
         with self._transaction() as db:
-            old = db.execute(
-                "SELECT live_version FROM documents WHERE kb = ? AND name = ?", (pending.kb, pending.document)
-            ).fetchone()
-            db.execute(
-                "UPDATE versions SET state = 'ready', chunks = ? WHERE kb = ? AND document = ? AND version = ?",
-                (chunks, pending.kb, pending.document, pending.version),
-            )
-            db.execute(
-                "UPDATE versions SET state = 'retired' WHERE kb = ? AND document = ? AND version != ?"
-                " AND state = 'ready'",
-                (pending.kb, pending.document, pending.version),
-            )
-            db.execute(
-                """UPDATE documents SET state = 'ready', error = NULL, live_version = ?, live_hash = ?,
-                   live_chunks = ?, source_url = COALESCE(?, source_url), updated_at = ?
-                   WHERE kb = ? AND name = ?""",
-                (pending.version, content_hash, chunks, source_url, time.time(), pending.kb, pending.document),
-            )
-            db.execute("UPDATE kbs SET generation = generation + 1 WHERE name = ?", (pending.kb,))
-        return old["live_version"] if old else None
+            for pending, content_hash, chunks, source_url in items:
+                old = db.execute(
+                    "SELECT live_version FROM documents WHERE kb = ? AND name = ?", (pending.kb, pending.document)
+                ).fetchone()
+                db.execute(
+                    "UPDATE versions SET state = 'ready', chunks = ? WHERE kb = ? AND document = ? AND version = ?",
+                    (chunks, pending.kb, pending.document, pending.version),
+                )
+                db.execute(
+                    "UPDATE versions SET state = 'retired' WHERE kb = ? AND document = ? AND version != ?"
+                    " AND state = 'ready'",
+                    (pending.kb, pending.document, pending.version),
+                )
+                db.execute(
+                    """UPDATE documents SET state = 'ready', error = NULL, live_version = ?, live_hash = ?,
+                       live_chunks = ?, source_url = COALESCE(?, source_url), updated_at = ?
+                       WHERE kb = ? AND name = ?""",
+                    (pending.version, content_hash, chunks, source_url, now, pending.kb, pending.document),
+                )
+                replaced.append(old["live_version"] if old else None)
+            for kb in {pending.kb for pending, *_ in items}:
+                db.execute("UPDATE kbs SET generation = generation + 1 WHERE name = ?", (kb,))
+        return replaced
 
     def abandon_version(self, pending: PendingVersion, reason: str) -> None:
         """A failed new version: the document keeps its live version, or is marked failed."""
+        self.abandon_versions([pending], reason)
+
+    def abandon_versions(self, pendings: list[PendingVersion], reason: str) -> None:
         with self._transaction() as db:
-            self._abandon(db, pending.kb, pending.document, pending.version, reason)
+            for pending in pendings:
+                self._abandon(db, pending.kb, pending.document, pending.version, reason)
 
     @staticmethod
     def _abandon(db: sqlite3.Connection, kb: str, document: str, version: int, reason: str) -> None:

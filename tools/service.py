@@ -160,7 +160,16 @@ class KnowledgeService:
         nodes = [chunk_to_node(c, v.tolist()) for c, v in zip(chunks, vectors, strict=True)]
         if nodes:
             ChromaVectorStore(chroma_collection=collection).add(nodes)
-        self.store.registry.switch_collection(kb, new_name, self.embedder.model_name, self.embedder.dimension)
+        # Only if nothing was published meanwhile: the new collection would lack it.
+        if not self.store.registry.switch_collection(
+            kb, new_name, self.embedder.model_name, self.embedder.dimension, expected_generation=record.generation
+        ):
+            with contextlib.suppress(Exception):
+                self.store.client.delete_collection(new_name)
+            raise KnowledgeBaseError(
+                f"knowledge base {kb!r} changed while it was being re-indexed; nothing was switched, "
+                f"run `kbbot kb reindex {kb}` again"
+            )
         try:
             self.store.client.delete_collection(record.collection)
         except Exception as exc:

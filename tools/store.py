@@ -118,6 +118,7 @@ class KnowledgeStore:
     def close(self) -> None:
         """Release the Chroma client (files, connections). The store is unusable afterwards."""
         self._collections.clear()
+        self.registry.close()
         close = getattr(self.client, "close", None)
         if close is not None:
             try:
@@ -218,12 +219,15 @@ class KnowledgeStore:
     # --- reading -----------------------------------------------------------------------------
 
     def live_versions(self, kb: str) -> dict[str, int]:
+        return self._live_state(kb)[0]
+
+    def _live_state(self, kb: str) -> tuple[dict[str, int], int]:
         generation = self.registry.generation(kb)
         cached = self._live.get(kb)
         if cached is None or cached[0] != generation:
-            cached = (generation, self.registry.live_versions(kb))
+            cached = (generation, *self.registry.live_state(kb))
             self._live[kb] = cached
-        return cached[1]
+        return cached[1], cached[2]
 
     def live_chunks(self, kb: str) -> list[StoredChunk]:
         live = self.live_versions(kb)
@@ -260,14 +264,25 @@ class KnowledgeStore:
         return pairs
 
     def dense_search(self, kb: str, query_vector: np.ndarray, k: int) -> list[tuple[StoredChunk, float]]:
-        """(chunk, cosine similarity) best first, live chunks only."""
-        live = self.live_versions(kb)
+        """(chunk, cosine similarity) best first, live chunks only.
+
+        Chunks that are not live (a version being ingested right now, leftovers awaiting cleanup) are
+        in the collection too; the query asks for enough extra hits that k live ones still come back.
+        """
+        record = self.require_kb(kb)
+        if len(query_vector) != record.dimension:
+            raise EmbeddingModelMismatch(
+                f"knowledge base {kb!r} holds {record.dimension}-d vectors ({record.embedding_model}) but the query "
+                f"vector is {len(query_vector)}-d; run `kbbot kb reindex {kb}` or switch the embedding settings back"
+            )
+        live, live_total = self._live_state(kb)
         collection = self.collection(kb)
         count = collection.count()
-        if count == 0:
+        if count == 0 or not live:
             return []
+        wanted = min(count, k + max(0, count - live_total))
         result = collection.query(
-            query_embeddings=[query_vector.tolist()], n_results=min(k, count), include=["documents", "metadatas", "distances"]
+            query_embeddings=[query_vector.tolist()], n_results=wanted, include=["documents", "metadatas", "distances"]
         )
         hits = []
         for cid, text, meta, distance in zip(
@@ -276,7 +291,7 @@ class KnowledgeStore:
             chunk = chunk_from_metadata(cid, text, meta)
             if live.get(chunk.document) == chunk.version:
                 hits.append((chunk, 1.0 - float(distance)))
-        return hits
+        return hits[:k]
 
     # --- keyword index -----------------------------------------------------------------------
 

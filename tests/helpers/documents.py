@@ -91,10 +91,10 @@ def write_docx_zip_bomb(path: Path, inflated_mb: int = 300) -> Path:
     """A DOCX-shaped zip whose document.xml inflates to `inflated_mb` MB of zeros.
 
     Written in streaming fashion so neither memory nor disk ever holds the inflated bytes
-    (300 MB of zeros deflates to about 300 KB).
+    (100 MB of zeros deflates to about 100 KB).
     """
     block = b"\0" * (1 << 20)
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
         archive.writestr(
             "[Content_Types].xml",
             '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
