@@ -101,3 +101,11 @@ def test_ingest_and_search_through_a_chroma_server(chroma_server, make_settings,
     )
     assert done.returncode == 0, done.stderr
     assert '"name": "ops"' in done.stdout and '"chunks": 1' in done.stdout
+
+
+def test_an_unreachable_chroma_server_is_a_one_line_error(make_settings, run_cli) -> None:
+    settings = make_settings(CHROMA_HOST="127.0.0.1", CHROMA_PORT=_free_port())  # nothing listens there
+    result = run_cli(settings, "kb", "list", "--json")
+    assert result.code == 1
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: cannot open the Chroma server at 127.0.0.1:"), result.err

@@ -147,3 +147,54 @@ def test_kb_command_errors_are_one_line(settings: Settings, run_cli, args: list[
     assert result.code == 1
     lines = result.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.err
+
+
+def _declare(root: Path, folder: str, body: str) -> Path:
+    (root / folder / "docs").mkdir(parents=True, exist_ok=True)
+    path = root / folder / "kb.toml"
+    path.write_text(textwrap.dedent(body), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ('name = "ops"\ndescription = "Ops"\nchannels = "C0OPS00001"\n', "'channels' must be a list of strings"),
+        ('name = "ops"\ndescription = "   "\n', "'description' is empty"),
+        ('name = "Ops Team"\ndescription = "Ops"\n', "invalid knowledge base name 'Ops Team'"),
+        ('name = "ops"\ndescription = "Ops"\nvisibility = "secret"\n', "visibility must be 'public' or 'restricted'"),
+        ('name = "ops"\ndescription = "Ops\n', "kb.toml: "),  # not TOML
+    ],
+)
+def test_manifest_errors_name_the_file(tmp_path: Path, body: str, message: str) -> None:
+    from tools.manifests import ManifestError, load_manifest
+
+    path = _declare(tmp_path, "ops", body)
+    with pytest.raises(ManifestError) as excinfo:
+        load_manifest(path)
+    assert str(excinfo.value).startswith(str(path)) and message in str(excinfo.value)
+
+
+def test_a_broken_manifest_does_not_take_the_other_kbs_down(make_settings, tmp_path: Path, run_cli) -> None:
+    kbs = tmp_path / "knowledge_bases"
+    _declare(kbs, "ops", 'name = "ops"\ndescription = "Operations runbooks"\n')
+    broken = _declare(kbs, "zz-broken", 'name = "broken"\n')
+    duplicate = _declare(kbs, "ops-copy", 'name = "ops"\ndescription = "Same name again"\n')
+    settings = make_settings(KBBOT_KNOWLEDGE_BASES_DIR=kbs)
+
+    listed = run_cli(settings, "kb", "list", "--json")  # reading: skip what is broken, keep the rest
+    assert listed.code == 0
+    assert [kb["name"] for kb in json.loads(listed.out)] == ["ops"]
+
+    synced = run_cli(settings, "kb", "sync", "--json")  # the admin's command: refuse, naming the file
+    assert synced.code == 1
+    assert str(duplicate) in synced.err or str(broken) in synced.err
+
+
+def test_an_unusable_data_dir_is_a_one_line_error(make_settings, tmp_path: Path, run_cli) -> None:
+    occupied = tmp_path / "not-a-dir"
+    occupied.write_text("a file where the data dir should be", encoding="utf-8")
+    result = run_cli(make_settings(occupied), "kb", "list")
+    assert result.code == 1
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: cannot open the kbbot data dir {occupied}"), result.err

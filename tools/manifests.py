@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -57,22 +58,54 @@ def load_manifest(path: Path) -> KnowledgeBaseManifest:
         description = str(data["description"]).strip()
     except KeyError as exc:
         raise ManifestError(f"{path}: missing key {exc.args[0]!r}") from exc
+    except ManifestError as exc:
+        raise ManifestError(f"{path}: {exc}") from exc
+    if not description:
+        raise ManifestError(f"{path}: 'description' is empty (the router reads it to pick this KB)")
     visibility = data.get("visibility", "public")
     if visibility not in ("public", "restricted"):
         raise ManifestError(f"{path}: visibility must be 'public' or 'restricted', not {visibility!r}")
     return KnowledgeBaseManifest(
         name=name,
         description=description,
-        channels=tuple(data.get("channels", ())),
+        channels=_string_list(data, "channels", path),
         visibility=visibility,
-        allowed_channels=tuple(data.get("allowed_channels", ())),
-        uploaders=tuple(data.get("uploaders", ())),
+        allowed_channels=_string_list(data, "allowed_channels", path),
+        uploaders=_string_list(data, "uploaders", path),
         docs_dir=path.parent / "docs",
     )
 
 
-def discover_manifests(root: Path) -> list[KnowledgeBaseManifest]:
-    """Every `*/kb.toml` under root, sorted by name."""
+def _string_list(data: dict, key: str, path: Path) -> tuple[str, ...]:
+    """A list of strings; `channels = "C123"` would otherwise become ('C', '1', '2', '3')."""
+    value = data.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ManifestError(f"{path}: {key!r} must be a list of strings, like [\"C0123456789\"]")
+    return tuple(v.strip() for v in value if v.strip())
+
+
+def discover_manifests(
+    root: Path, on_error: Callable[[ManifestError], None] | None = None
+) -> list[KnowledgeBaseManifest]:
+    """Every `*/kb.toml` under root, sorted by name.
+
+    A broken manifest (or two declaring the same name) raises ManifestError, or, with `on_error`,
+    is reported to it and skipped so the other KBs stay usable.
+    """
     if not root.is_dir():
         return []
-    return sorted((load_manifest(p) for p in root.glob("*/kb.toml")), key=lambda m: m.name)
+    found: dict[str, KnowledgeBaseManifest] = {}
+    for path in sorted(root.glob("*/kb.toml")):
+        try:
+            manifest = load_manifest(path)
+            if manifest.name in found:
+                raise ManifestError(
+                    f"{path}: knowledge base {manifest.name!r} is already declared in {found[manifest.name].docs_dir.parent}"  # type: ignore[union-attr]
+                )
+        except ManifestError as exc:
+            if on_error is None:
+                raise
+            on_error(exc)
+            continue
+        found[manifest.name] = manifest
+    return sorted(found.values(), key=lambda m: m.name)

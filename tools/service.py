@@ -70,8 +70,11 @@ class KnowledgeService:
 
     # --- knowledge bases ---------------------------------------------------------------------
 
-    def declared(self) -> dict[str, KnowledgeBaseManifest]:
-        return {m.name: m for m in discover_manifests(self.settings.knowledge_bases_dir)}
+    def declared(self, strict: bool = False) -> dict[str, KnowledgeBaseManifest]:
+        """Declared KBs by name. A broken kb.toml is logged and skipped (the bot keeps answering from
+        the others), or, with strict=True (`kbbot kb sync`), raises ManifestError naming the file."""
+        on_error = None if strict else (lambda exc: log.warning("ignoring a knowledge base: %s", exc))
+        return {m.name: m for m in discover_manifests(self.settings.knowledge_bases_dir, on_error)}
 
     def manifests(self) -> dict[str, KnowledgeBaseManifest]:
         """Every KB that exists in the store, with its manifest (declared, or created at run time)."""
@@ -131,7 +134,7 @@ class KnowledgeService:
     def sync(self, progress: bool = False) -> list[IngestReport]:
         """Ingest every declared KB's docs/ folder; unchanged files cost nothing."""
         reports = []
-        for manifest in self.declared().values():
+        for manifest in self.declared(strict=True).values():
             self.open_kb(manifest.name)
             paths = [manifest.docs_dir] if manifest.docs_dir and manifest.docs_dir.is_dir() else []
             reports.append(self.ingestor.ingest_paths(manifest.name, paths, progress=progress))

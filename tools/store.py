@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import sqlite3
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -100,15 +101,27 @@ class KnowledgeStore:
         from chromadb.config import Settings as ChromaSettings
 
         self.settings = settings
-        self.data_dir = settings.resolved_data_dir
-        self.registry = Registry(self.data_dir / "registry.sqlite3")
+        try:
+            self.data_dir = settings.resolved_data_dir
+            self.registry = Registry(self.data_dir / "registry.sqlite3")
+        except (OSError, sqlite3.Error) as exc:
+            raise KnowledgeBaseError(
+                f"cannot open the kbbot data dir {settings.data_dir} (KBBOT_DATA_DIR): {exc}"
+            ) from exc
         chroma_settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
-        if settings.chroma_host:
-            self.client = chromadb.HttpClient(
-                host=settings.chroma_host, port=settings.chroma_port, settings=chroma_settings
+        try:
+            if settings.chroma_host:
+                self.client = chromadb.HttpClient(
+                    host=settings.chroma_host, port=settings.chroma_port, settings=chroma_settings
+                )
+            else:
+                self.client = chromadb.PersistentClient(path=str(self.data_dir / "chroma"), settings=chroma_settings)
+        except Exception as exc:  # chromadb raises ValueError/RuntimeError/its own types for these
+            where = (
+                f"the Chroma server at {settings.chroma_host}:{settings.chroma_port} (CHROMA_HOST/CHROMA_PORT)"
+                if settings.chroma_host else f"the Chroma store in {self.data_dir / 'chroma'}"
             )
-        else:
-            self.client = chromadb.PersistentClient(path=str(self.data_dir / "chroma"), settings=chroma_settings)
+            raise KnowledgeBaseError(f"cannot open {where}: {' '.join(str(exc).split())[:200]}") from exc
         self._keyword: dict[str, tuple[int, KeywordIndex]] = {}
         self._live: dict[str, tuple[int, dict[str, int]]] = {}
         self._collections: dict[str, object] = {}
