@@ -240,6 +240,17 @@ def test_non_utf8_text_decodes_to_the_right_characters(tmp_path: Path, encoding:
     assert [s.text for s in parsed.sections] == [text.strip()]
 
 
+@pytest.mark.parametrize(
+    ("encoding", "text"),
+    [("cp1252", "Café"), ("latin-1", "naïve résumé"), ("gb18030", "报销政策"), ("cp1252", "Größe: 5 €")],
+)
+def test_short_legacy_text_is_not_mistaken_for_an_exotic_encoding(tmp_path: Path, encoding: str, text: str) -> None:
+    """A few bytes fit many code pages; the common ones win (not UTF-16 Hanzi, cp1250 or EUC-KR)."""
+    path = tmp_path / "short.txt"
+    path.write_bytes(text.encode(encoding))
+    assert parse_file(path).sections[0].text == text
+
+
 def test_non_utf8_markdown_keeps_headings(tmp_path: Path) -> None:
     path = tmp_path / "zh.md"
     path.write_bytes(("# 报销政策\n\n## 审批\n\n" + CHINESE_TEXT).encode("gb18030"))

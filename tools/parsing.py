@@ -86,7 +86,7 @@ def decode_text(raw: bytes) -> str:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         pass
-    best = charset_normalizer.from_bytes(raw).best()
+    best = _best_legacy_decoding(raw)
     if best is None:
         raise UnreadableDocument("the file looks binary, not text (no text encoding fits)")
     text = str(best)
@@ -94,6 +94,33 @@ def decode_text(raw: bytes) -> str:
     if control > max(8, len(text) // 100):
         raise UnreadableDocument("the file looks binary, not text")
     return text
+
+
+# Legacy encodings people's files really come in, most likely first. Detection considers only these
+# (exotic code pages win on short inputs otherwise: "Café" came out as UTF-16 Hanzi) and, when several
+# fit equally well, takes the earliest: "naïve résumé" is cp1252, not cp1250's "naďve".
+_LEGACY_ENCODINGS = (
+    "cp1252", "iso8859_15", "latin_1", "cp1250", "iso8859_2", "gb18030", "big5", "shift_jis", "euc_jp",
+    "euc_kr", "cp1251", "koi8_r", "cp1253", "cp1254", "cp1257", "cp1255", "cp1256", "mac_roman",
+)
+_BOMS = (b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")
+
+
+def _best_legacy_decoding(raw: bytes):
+    candidates = list(_LEGACY_ENCODINGS) + (["utf_16", "utf_32"] if raw.startswith(_BOMS) else [])
+    matches = list(charset_normalizer.from_bytes(raw, cp_isolation=candidates))
+    if not matches:
+        return None
+    least_chaos = min(m.chaos for m in matches)
+    fitting = [m for m in matches if m.chaos <= least_chaos + 1e-6]
+    most_coherent = max(m.coherence for m in fitting)
+    tied = [m for m in fitting if m.coherence >= most_coherent - 1e-6]
+
+    def rank(match) -> int:
+        names = [match.encoding, *match.could_be_from_charset]
+        return min((candidates.index(n) for n in names if n in candidates), default=len(candidates))
+
+    return min(tied, key=rank)
 
 
 def _parse_text(raw: bytes, path: Path) -> ParsedDocument:
