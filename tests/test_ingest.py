@@ -608,6 +608,16 @@ def test_recovery_is_not_fooled_by_a_reused_pid(settings: Settings, tmp_path: Pa
         assert "interrupted" in record.error
 
 
+def test_no_lease_is_held_once_an_ingest_is_done(service: KnowledgeService, tmp_path: Path) -> None:
+    """The liveness lock exists only while versions are in flight (no file descriptor per idle data dir)."""
+    kb = new_kb(service)
+    (tmp_path / "a.md").write_text("# A\n\nAlpha.\n", encoding="utf-8")
+    service.ingest(kb, [tmp_path / "a.md"])
+    service.ingest(kb, [tmp_path / "missing.md"])
+    leases = service.settings.data_dir / "leases"
+    assert not leases.exists() or list(leases.iterdir()) == []
+
+
 def test_a_live_ingest_in_another_process_is_left_alone(settings: Settings) -> None:
     """Opening the store while another process is mid-ingest must not abandon its version."""
     with KnowledgeService(settings) as svc:

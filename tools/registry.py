@@ -7,7 +7,6 @@ first, then flips `live_version` in one transaction, so a crash never exposes ha
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import sqlite3
@@ -134,11 +133,18 @@ class ProcessLease:
         self._token: str | None = None
         self._pid: int | None = None
         self._handle = None
+        self._in_flight = 0
 
-    def token(self) -> str:
-        """This process's lease (taken on first use; a forked child takes its own)."""
+    def acquire(self, count: int = 1) -> str:
+        """Hold the lease for `count` more versions in flight; returns its token (what the registry records).
+
+        The lock file exists only while this process has versions in flight, so a long test session or
+        a bot touching many data dirs keeps no file descriptors open for idle ones.
+        """
         with self._lock:
-            if self._token is None or self._pid != os.getpid():
+            if self._pid != os.getpid():  # a forked child: the parent's lease is not ours
+                self._token, self._handle, self._in_flight = None, None, 0
+            if self._token is None:
                 import fcntl
 
                 self.directory.mkdir(parents=True, exist_ok=True)
@@ -146,18 +152,30 @@ class ProcessLease:
                 handle = (self.directory / token).open("a+b")
                 fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
                 self._token, self._pid, self._handle = token, os.getpid(), handle
-                atexit.register(self._release, self.directory / token, handle)
+            self._in_flight += count
             return self._token
 
-    @staticmethod
-    def _release(path: Path, handle) -> None:
+    def release(self, count: int = 1) -> None:
+        """`count` versions are no longer in flight (published or abandoned)."""
+        with self._lock:
+            if self._pid != os.getpid() or self._token is None:
+                return
+            self._in_flight = max(0, self._in_flight - count)
+            if self._in_flight == 0:
+                self._drop()
+
+    def _drop(self) -> None:
+        path, handle = self.directory / self._token, self._handle  # type: ignore[operator]
+        self._token, self._handle = None, None
         with contextlib.suppress(OSError):
             path.unlink()
+        with contextlib.suppress(OSError):
             handle.close()
 
     def holder_alive(self, token: str) -> bool:
-        if token == self._token and self._pid == os.getpid():
-            return True
+        with self._lock:
+            if token == self._token and self._pid == os.getpid():
+                return True
         path = self.directory / token
         if "/" in token or not path.is_file():
             return False
@@ -314,9 +332,17 @@ class Registry:
 
     def begin_versions(self, kb: str, items: list[tuple[str, str]]) -> list[PendingVersion]:
         """begin_version() for many (document, content hash) pairs in one transaction."""
-        owner = self.lease.token()
+        owner = self.lease.acquire(len(items))
         now = time.time()
         pendings = []
+        try:
+            self._begin(owner, now, kb, items, pendings)
+        except BaseException:
+            self.lease.release(len(items))
+            raise
+        return pendings
+
+    def _begin(self, owner: str, now: float, kb: str, items: list[tuple[str, str]], pendings: list) -> None:
         with self._transaction() as db:
             for document, content_hash in items:
                 row = db.execute(
@@ -350,7 +376,6 @@ class Registry:
                         (now, kb, document),
                     )
                 pendings.append(PendingVersion(kb, document, version, bool(existing and existing["live_version"])))
-        return pendings
 
     def publish_version(
         self, pending: PendingVersion, content_hash: str, chunks: int, source_url: str | None
@@ -387,6 +412,7 @@ class Registry:
                 replaced.append(old["live_version"] if old else None)
             for kb in {pending.kb for pending, *_ in items}:
                 db.execute("UPDATE kbs SET generation = generation + 1 WHERE name = ?", (kb,))
+        self.lease.release(len(items))
         return replaced
 
     def abandon_version(self, pending: PendingVersion, reason: str) -> None:
@@ -397,6 +423,7 @@ class Registry:
         with self._transaction() as db:
             for pending in pendings:
                 self._abandon(db, pending.kb, pending.document, pending.version, reason)
+        self.lease.release(len(pendings))
 
     @staticmethod
     def _abandon(db: sqlite3.Connection, kb: str, document: str, version: int, reason: str) -> None:
