@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import openai
 from llama_index.core.workflow import Event, StartEvent, StopEvent, Workflow, step
 
 from bot.agent import answering, condense, grading, messages, routing
@@ -64,6 +65,7 @@ class Run:
     notes: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     used_llm: bool = False
+    llm_down: bool = False  # the LLM failed (transport/status) once: the rest of this question is offline
     started: float = field(default_factory=time.perf_counter)
 
     def status(self, text: str) -> None:
@@ -294,7 +296,7 @@ class AnswerEngine:
         history = [Turn(t.role, clean_slack_markup(t.text)) for t in run.history]
         if not history:
             return run.question
-        if self.llm is not None:
+        if self.llm is not None and not run.llm_down:
             try:
                 result = self.llm.structured(condense.condense_messages(run.question, history), condense.CondensedQuery)
                 query = clean_slack_markup(result.standalone_query)
@@ -303,7 +305,7 @@ class AnswerEngine:
                     return query
                 run.notes.append("LLM condense output unusable: offline condense used")
             except LlmUnavailable as exc:
-                run.notes.append(f"LLM unavailable for condense ({exc}): offline condense used")
+                self._llm_failed(run, f"LLM unavailable for condense ({exc}): offline condense used", exc)
         return condense.condense_offline(run.question, history, self.word_similarity)
 
     def word_similarity(self, a: list[str], b: list[str]) -> np.ndarray:
@@ -311,6 +313,17 @@ class AnswerEngine:
         left = np.stack([embedder.embed_query(w) for w in a])
         right = np.stack([embedder.embed_query(w) for w in b])
         return left @ right.T
+
+    @staticmethod
+    def _llm_failed(run: Run, note: str, exc: LlmUnavailable) -> None:
+        """Note a step's fallback. A server that is down, hung, rate-limiting past the retry budget or
+        refusing the key stays so for the seconds a question takes: the remaining steps skip it
+        instead of each waiting out the same retries (a hung server cost ~23 s per question with
+        a 1 s timeout, ~90 s with the default 30 s). Garbage output does not trip this."""
+        if isinstance(exc.__cause__, openai.OpenAIError):
+            run.llm_down = True
+            note += "; the LLM is skipped for the rest of this question"
+        run.notes.append(note)
 
     # --- route / retrieve --------------------------------------------------------------------
 
@@ -340,7 +353,7 @@ class AnswerEngine:
 
     def choose(self, run: Run, probes: dict[str, routing.KbProbe]) -> tuple[list[str], str]:
         offline = routing.choose_kbs(list(probes.values()))
-        if self.llm is None or len(probes) < 2:
+        if self.llm is None or run.llm_down or len(probes) < 2:
             return offline, "offline"
         descriptions = {kb: m.description for kb, m in self.service.manifests().items()}
         try:
@@ -348,7 +361,7 @@ class AnswerEngine:
                 routing.route_messages(run.standalone, list(probes.values()), descriptions), routing.RouteChoice
             )
         except LlmUnavailable as exc:
-            run.notes.append(f"LLM unavailable for routing ({exc}): offline routing used")
+            self._llm_failed(run, f"LLM unavailable for routing ({exc}): offline routing used", exc)
             return offline, "offline"
         chosen = [kb for kb in dict.fromkeys(choice.kbs) if kb in probes][:2]
         if not chosen:
@@ -372,7 +385,7 @@ class AnswerEngine:
         for e in evidence:
             e.coverage = len(query_terms & content_terms(f"{e.chunk.header}\n{e.chunk.text}")) / max(len(query_terms), 1)
         offline = grading.grade_offline(run.standalone, evidence, known)
-        if self.llm is None or not evidence:
+        if self.llm is None or run.llm_down or not evidence:
             return offline, "offline"
         if not offline.sufficient and "never mentions" in offline.reason:
             return offline, "offline"  # a missing name is a fact, not a judgement call
@@ -382,7 +395,7 @@ class AnswerEngine:
         try:
             verdict = self.llm.structured(grading.grade_messages(run.standalone, evidence), grading.GradeVerdict)
         except LlmUnavailable as exc:
-            run.notes.append(f"LLM unavailable for grading ({exc}): offline check used")
+            self._llm_failed(run, f"LLM unavailable for grading ({exc}): offline check used", exc)
             return offline, "offline"
         ids = {f"E{i + 1}": e.chunk_id for i, e in enumerate(evidence)}
         relevant = tuple(ids[r] for r in verdict.relevant_ids if r in ids)
@@ -396,7 +409,7 @@ class AnswerEngine:
     def reformulate(self, run: Run, query: str, kbs: list[str], verdict: grading.Verdict) -> RetrieveEvent | None:
         """The next round: widen to KBs not yet searched, or rephrase the query; never repeat a round."""
         others = [kb for kb in run.candidates if kb not in run.searched]
-        if self.llm is not None:
+        if self.llm is not None and not run.llm_down:
             try:
                 rewrite = self.llm.structured(
                     condense.condense_messages(
@@ -412,7 +425,7 @@ class AnswerEngine:
                     run.used_llm = True
                     return RetrieveEvent(run=run, query=candidate, kbs=target, why="rephrased")
             except LlmUnavailable as exc:
-                run.notes.append(f"LLM unavailable for reformulation ({exc}): offline reformulation used")
+                self._llm_failed(run, f"LLM unavailable for reformulation ({exc}): offline reformulation used", exc)
         for candidate, target, why in self._offline_reformulations(run, query, kbs, others):
             if candidate and target and (candidate, tuple(sorted(target))) not in run.tried:
                 return RetrieveEvent(run=run, query=candidate, kbs=target, why=why)
@@ -432,7 +445,7 @@ class AnswerEngine:
 
     def write_answer(self, run: Run, evidence: list[Evidence], relevant_ids: list[str]) -> answering.DraftAnswer | None:
         chosen = answering.select_evidence(evidence, relevant_ids)
-        if self.llm is not None:
+        if self.llm is not None and not run.llm_down:
             try:
                 text = self.llm.complete(answering.answer_messages(run.standalone, chosen))
                 draft = answering.validate_llm_answer(text, chosen)
@@ -441,7 +454,7 @@ class AnswerEngine:
                     return draft
                 run.notes.append("the LLM's answer had no valid citation: extractive answer used")
             except LlmUnavailable as exc:
-                run.notes.append(f"LLM unavailable for the answer ({exc}): extractive answer used")
+                self._llm_failed(run, f"LLM unavailable for the answer ({exc}): extractive answer used", exc)
         embedder = self.service.embedder
         return answering.extractive_answer(
             run.standalone, chosen, embedder.embed_query(run.standalone), self.embed_sentences

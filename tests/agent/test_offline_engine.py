@@ -442,3 +442,22 @@ def test_one_engine_answers_concurrent_questions(offline_engine):
             assert answer.status == "insufficient_context"
         else:
             assert answer.status == "answered" and document in documents(answer)
+
+
+# --- empty stores -------------------------------------------------------------------------------
+
+
+def test_nothing_ingested_yet_is_a_plain_refusal(service):
+    """A fresh data dir (KBs declared, nothing synced): no KB to search, said plainly, no crash."""
+    answer = AnswerEngine(service).answer("How long is probation for new hires?")
+    assert answer.status == "insufficient_context"
+    assert answer.searched_kbs == [] and answer.citations == [] and answer.rounds == []
+    assert "no knowledge base" in answer.answer.lower()
+
+
+def test_pinned_empty_kb_is_searched_and_named_in_the_refusal(sample_service):
+    sample_service.create_kb("scratch", "A knowledge base with no documents yet.")
+    answer = AnswerEngine(sample_service).answer("How long is probation for new hires?", kb="scratch")
+    assert answer.status == "insufficient_context"
+    assert answer.searched_kbs == ["scratch"] and "scratch" in answer.answer
+    assert 1 <= len(answer.rounds) <= MAX_ROUNDS and all(r.evidence_ids == [] for r in answer.rounds)
