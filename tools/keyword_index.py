@@ -2,7 +2,14 @@
 
 Local Chroma has no sparse index, so this one is derived from the stored chunks with bm25s and our
 own tokenizer (stemmed English, CJK character bigrams). It is persisted per KB generation, so every
-process (Slack bot, CLI) sees the same index and rebuilds only after the KB changed.
+process (Slack bot, CLI) sees the same index and rebuilds only after the KB changed; an index saved
+by another tokenizer/format version is rebuilt, never trusted.
+
+Two levels: every chunk is scored on its own text (header + text) *and* on its whole document (its
+title once + all its chunks), and the two add up (DOCUMENT_WEIGHT). A chunk of a document that is
+about the query as a whole outranks an equally matching chunk of a document that mentions the terms
+in passing; within one document the chunk's own score still decides. Tuned on SciFact train
+(docs/benchmarks.md): chunk-only BM25 nDCG@10 0.691 → 0.700 with the document level.
 """
 
 from __future__ import annotations
@@ -11,30 +18,60 @@ import json
 import logging
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import bm25s
 import numpy as np
 
-from tools.text import keyword_terms
+from tools.text import TOKENIZER_VERSION, keyword_terms
 
 logging.getLogger("bm25s").setLevel(logging.WARNING)
+
+FORMAT = f"kbbot-bm25/2+{TOKENIZER_VERSION}"
+K1, B = 1.2, 0.75
+DOCUMENT_WEIGHT = 1.0
+_EMPTY = "\u2400"  # bm25s needs a token per document
+
+
+def document_key(chunk_id: str) -> str:
+    """The document version a chunk belongs to (chunk ids are `kb/document@vN#index`)."""
+    return chunk_id.rsplit("#", 1)[0]
 
 
 @dataclass
 class KeywordIndex:
     chunk_ids: list[str]
     bm25: bm25s.BM25 | None  # None when the KB is empty
+    # Document level: chunk position -> document position, and the documents' BM25 (None: one chunk each).
+    chunk_documents: np.ndarray | None = None
+    documents: bm25s.BM25 | None = None
+    document_weight: float = field(default=DOCUMENT_WEIGHT)
 
     @classmethod
     def build(cls, chunk_ids: Sequence[str], texts: Sequence[str]) -> KeywordIndex:
         if not chunk_ids:
             return cls([], None)
-        corpus_terms = [keyword_terms(t) or ["\u2400"] for t in texts]  # bm25s needs a token per doc
-        bm25 = bm25s.BM25(k1=1.2, b=0.75)
-        bm25.index(corpus_terms, show_progress=False)
-        return cls(list(chunk_ids), bm25)
+        chunk_terms = [keyword_terms(t) or [_EMPTY] for t in texts]
+        bm25 = bm25s.BM25(k1=K1, b=B)
+        bm25.index(chunk_terms, show_progress=False)
+        positions: dict[str, int] = {}
+        doc_terms: list[list[str]] = []
+        owner = np.empty(len(chunk_ids), dtype=np.int32)
+        for i, (cid, text) in enumerate(zip(chunk_ids, texts, strict=True)):
+            key = document_key(cid)
+            if key not in positions:
+                positions[key] = len(doc_terms)
+                doc_terms.append(list(chunk_terms[i]))
+            else:  # the header (first line) is the same in every chunk of a document: count it once
+                body = text.split("\n", 1)[1] if "\n" in text else text
+                doc_terms[positions[key]].extend(keyword_terms(body))
+            owner[i] = positions[key]
+        documents = None
+        if len(doc_terms) < len(chunk_ids):
+            documents = bm25s.BM25(k1=K1, b=B)
+            documents.index([t or [_EMPTY] for t in doc_terms], show_progress=False)
+        return cls(list(chunk_ids), bm25, owner if documents is not None else None, documents)
 
     def __post_init__(self) -> None:
         self.position = {cid: i for i, cid in enumerate(self.chunk_ids)}
@@ -44,13 +81,32 @@ class KeywordIndex:
         return self.bm25 is not None and term in self.bm25.vocab_dict
 
     def scores(self, query: str) -> np.ndarray | None:
-        """BM25 score of every chunk for the query (None: no query term is in the index)."""
+        """BM25 score of every chunk for the query, chunk level + document level (None: no query
+        term is in the index)."""
         if self.bm25 is None:
             return None
         terms = [t for t in keyword_terms(query) if t in self.bm25.vocab_dict]
         if not terms:
             return None
-        return self.bm25.get_scores(terms)
+        scores = self.bm25.get_scores(terms)
+        if self.documents is not None and self.chunk_documents is not None and self.document_weight:
+            doc_terms = [t for t in terms if t in self.documents.vocab_dict]
+            if doc_terms:
+                doc_scores = self.documents.get_scores(doc_terms)
+                scores = scores + self.document_weight * doc_scores[self.chunk_documents]
+        return scores
+
+    def term_counts(self, terms: set[str]) -> np.ndarray | None:
+        """How many of these index terms each chunk (header included) contains, from the postings."""
+        if self.bm25 is None:
+            return None
+        counts = np.zeros(len(self.chunk_ids), dtype=np.int32)
+        indptr, indices = self.bm25.scores["indptr"], self.bm25.scores["indices"]
+        for term in terms:
+            tid = self.bm25.vocab_dict.get(term)
+            if tid is not None:
+                counts[indices[indptr[tid] : indptr[tid + 1]]] += 1
+        return counts
 
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
         """(chunk_id, bm25 score) best first; only chunks sharing a term with the query."""
@@ -61,6 +117,8 @@ class KeywordIndex:
 
     def top(self, scores: np.ndarray, k: int) -> list[tuple[str, float]]:
         k = min(k, len(scores))
+        if k <= 0:
+            return []
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top])]
         return [(self.chunk_ids[i], float(scores[i])) for i in top if scores[i] > 0]
@@ -72,14 +130,26 @@ class KeywordIndex:
         (tmp / "chunk_ids.json").write_text(json.dumps(self.chunk_ids), encoding="utf-8")
         if self.bm25 is not None:
             self.bm25.save(str(tmp / "bm25"))
+        if self.documents is not None and self.chunk_documents is not None:
+            self.documents.save(str(tmp / "documents"))
+            np.save(tmp / "chunk_documents.npy", self.chunk_documents)
+        (tmp / "format.json").write_text(json.dumps({"format": FORMAT}), encoding="utf-8")
         shutil.rmtree(directory, ignore_errors=True)
         tmp.rename(directory)
 
     @classmethod
     def load(cls, directory: Path) -> KeywordIndex | None:
+        """The saved index, or None when there is none or it was built by another format/tokenizer."""
         ids_file = directory / "chunk_ids.json"
-        if not ids_file.is_file():
+        format_file = directory / "format.json"
+        if not ids_file.is_file() or not format_file.is_file():
+            return None
+        if json.loads(format_file.read_text(encoding="utf-8")).get("format") != FORMAT:
             return None
         chunk_ids = json.loads(ids_file.read_text(encoding="utf-8"))
         bm25 = bm25s.BM25.load(str(directory / "bm25")) if chunk_ids else None
-        return cls(chunk_ids, bm25)
+        documents = owner = None
+        if (directory / "chunk_documents.npy").is_file():
+            documents = bm25s.BM25.load(str(directory / "documents"))
+            owner = np.load(directory / "chunk_documents.npy")
+        return cls(chunk_ids, bm25, owner, documents)
