@@ -61,9 +61,16 @@ def is_follow_up(question: str) -> bool:
     return len(content_words(question)) <= 1
 
 
+_NAME_PHRASE = re.compile(r"\b([A-Z][\w'’-]+(?:\s+(?:of|the|de|van|von)?\s*[A-Z][\w'’-]+)+)")
+
+
 def main_subject(text: str) -> str | None:
-    """The most salient noun phrase of a turn: a proper-noun phrase if there is one, else None."""
+    """The most salient noun phrase of a turn: a proper-noun phrase if there is one, else None.
+    A multi-word name may start the sentence ("Anna Vissi early life"); a single word may not."""
     candidates = [m.group(1) for m in _CAPITALISED.finditer(text) if m.group(1).lower() not in STOPWORDS]
+    candidates += [
+        m.group(1) for m in _NAME_PHRASE.finditer(text) if m.group(1).split()[0].lower() not in _QUESTION_WORDS | STOPWORDS
+    ]
     return max(candidates, key=len) if candidates else None
 
 
@@ -94,24 +101,62 @@ def condense_offline(
         return _SUBJECT_PRONOUNS.sub(subject, core, count=1)
     new_words = content_words(core)
     carried = [w for w in content_words(previous) if w not in new_words and w.lower() not in core.lower()]
-    if similarity is not None and new_words and carried:
-        carried = _drop_replaced(carried, new_words, similarity)
+    replacements = (
+        _replacements(new_words, carried, similarity, _names(question), _names(previous)) if new_words and carried else {}
+    )
+    if replacements and len(new_words) <= MAX_SUBSTITUTION_WORDS:
+        # "and for contractors?" after "How much parental leave do employees get?" is that question
+        # with one word swapped: the best standalone rewrite is exactly that.
+        rewritten = previous
+        for old, new in replacements.items():
+            original = re.search(rf"\b{re.escape(new)}\b", core, flags=re.I)  # keep the user's casing
+            new_text = original.group(0) if original else new
+            rewritten = re.sub(rf"\b{re.escape(old)}\b", lambda _m, t=new_text: t, rewritten, count=1, flags=re.I)
+        return rewritten
+    carried = [w for w in carried if w not in replacements]
     if not carried:
         return core or question
     return f"{core.rstrip('?').strip()} ({' '.join(carried)})" if core else " ".join(carried)
 
 
-def _drop_replaced(
-    carried: list[str], new_words: list[str], similarity: Callable[[list[str], list[str]], np.ndarray]
-) -> list[str]:
-    """Drop each carried word that a new word stands in for (its most similar counterpart, if close)."""
-    sims = similarity(new_words, carried)
-    replaced = set()
-    for row in sims:
-        best = int(np.argmax(row))
-        if row[best] >= 0.45:
-            replaced.add(best)
-    return [w for i, w in enumerate(carried) if i not in replaced]
+MAX_SUBSTITUTION_WORDS = 3
+SUBSTITUTION_SIMILARITY = 0.45
+_CODE = re.compile(r"^([a-z]+)(\d+)$")
+
+
+def _names(text: str) -> list[str]:
+    """Capitalised words that are not the first word: names of plans, places, products."""
+    words = re.findall(r"[\w'’-]+", text)
+    return [w.lower() for w in words[1:] if w[:1].isupper() and not w.isupper()]
+
+
+def _replacements(
+    new_words: list[str],
+    carried: list[str],
+    similarity: Callable[[list[str], list[str]], np.ndarray] | None,
+    new_names: Sequence[str] = (),
+    old_names: Sequence[str] = (),
+) -> dict[str, str]:
+    """Carried word → the new word that stands in for it: same kind of code (SEV1 → SEV3, Q3 → Q4),
+    a name for a name (Starter → Growth), or the closest in meaning when close enough
+    (employees → contractors)."""
+    result: dict[str, str] = {}
+    sims = similarity(new_words, carried) if similarity is not None else None
+    carried_names = [w for w in carried if w in old_names]
+    for i, new in enumerate(new_words):
+        code = _CODE.match(new)
+        same_kind = [w for w in carried if code and (m := _CODE.match(w)) and m.group(1) == code.group(1)]
+        if same_kind:
+            result.setdefault(same_kind[0], new)
+            continue
+        if new in new_names and len(carried_names) == 1 and carried_names[0] not in result:
+            result[carried_names[0]] = new
+            continue
+        if sims is not None:
+            best = int(np.argmax(sims[i]))
+            if sims[i][best] >= SUBSTITUTION_SIMILARITY and carried[best] not in result:
+                result[carried[best]] = new
+    return result
 
 
 CONDENSE_SYSTEM = (
