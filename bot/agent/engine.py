@@ -300,7 +300,10 @@ class AnswerEngine:
             try:
                 result = self.llm.structured(condense.condense_messages(run.question, history), condense.CondensedQuery)
                 query = clean_slack_markup(result.standalone_query)
-                if query and len(query) <= 4 * max(len(run.question), 200):
+                # A rewrite must be about the conversation: one that shares no term with it (a small
+                # model answered "standalone_querry") would derail every later step.
+                said = content_terms(" ".join([run.question, *(t.text for t in history[-condense.MAX_HISTORY_TURNS :])]))
+                if query and len(query) <= 4 * max(len(run.question), 200) and content_terms(query) & said:
                     run.used_llm = True
                     return query
                 run.notes.append("LLM condense output unusable: offline condense used")

@@ -117,6 +117,20 @@ def test_llm_condenses_a_follow_up(llm_engine, fake_llm):
     assert "Latest message: and for the API?" in condense_request.message("user")
 
 
+def test_llm_rewrite_unrelated_to_the_conversation_is_not_used(llm_engine, fake_llm):
+    """Schema-valid junk, as a tiny real model produced it: the offline condense takes over."""
+    history = [
+        Turn("user", "How much paid parental leave do employees get?"),
+        Turn("assistant", "Primary caregivers get 16 weeks of fully paid leave."),
+    ]
+    fake_llm.handler = pipeline(condense=chat({"standalone_query": "standalone_querry"}))
+    answer = llm_engine.answer("and for contractors?", history=history)
+
+    assert "LLM condense output unusable: offline condense used" in answer.notes
+    assert "parental leave" in answer.standalone_query.lower()
+    assert answer.status == "answered" and "parental-leave.html" in [c.document for c in answer.citations]
+
+
 def test_llm_route_cannot_reach_a_kb_the_caller_may_not_use(llm_engine, fake_llm):
     """The router may only pick among the probed KBs: naming a restricted one falls back offline."""
     fake_llm.handler = token_pipeline(route=route_to("finance"))

