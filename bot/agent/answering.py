@@ -123,6 +123,7 @@ def answer_units(text: str) -> list[str]:
 SEMANTIC_CANDIDATES = 40  # every unit of the selected chunks, in practice
 LEXICAL_WEIGHT = 0.5
 ANSWER_TYPE_BONUS = 0.25
+ANCHOR_PENALTY = 0.3
 MIN_SENTENCE_SCORE = 0.1
 
 
@@ -151,10 +152,15 @@ def extractive_answer(
     document_frequency = {t: sum(t in terms for terms in sentence_terms) for t in query_terms}
     weight = {t: math.log(1 + len(candidates) / (1 + df)) for t, df in document_frequency.items()}
     total_weight = sum(weight.values()) or 1.0
+    # Codes and numbers in the question (SEV3, Q4, 401k) are not negotiable: a sentence about SEV2
+    # answers nothing about SEV3, however similar it reads.
+    anchors = {t for t in query_terms if any(ch.isdigit() for ch in t) and document_frequency.get(t)}
     scored = []
     for (_, rank, position, sentence), terms in zip(candidates, sentence_terms, strict=True):
         overlap = sum(weight[t] for t in query_terms & terms) / total_weight
         score = LEXICAL_WEIGHT * overlap + 0.05 / (1 + rank) - 0.005 * position
+        if anchors - terms:
+            score -= ANCHOR_PENALTY
         if expected and any(pattern.search(sentence) for pattern in expected):
             score += ANSWER_TYPE_BONUS
         if len(sentence) < 25:
