@@ -67,7 +67,7 @@ class _Prepared:
 
 
 # Bump when parsing or chunking changes what a file becomes: every document then re-ingests once.
-PIPELINE_VERSION = b"kbbot-pipeline-3"
+PIPELINE_VERSION = b"kbbot-pipeline-4"
 
 
 def content_hash(data: bytes) -> str:

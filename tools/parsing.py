@@ -72,6 +72,7 @@ def parse_file(path: Path, data: bytes | None = None) -> ParsedDocument:
 def _normalise_space(text: str) -> str:
     text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\u00a0", " ")
     text = re.sub(r"[ \t]+", " ", text)
+    text = re.sub(r" +([.,;:!?)])(?=\s|$)", r"\1", text)  # "leave ." from inline markup → "leave."
     return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 

@@ -132,6 +132,7 @@ def extractive_answer(
     evidence: Sequence[Evidence],
     query_vector: np.ndarray | None = None,
     embed: Callable[[list[str]], np.ndarray] | None = None,
+    focus: set[str] | frozenset[str] = frozenset(),
 ) -> DraftAnswer | None:
     """The best evidence sentences, cited. With `embed`, the lexical front-runners are re-scored by
     their meaning, so a sentence that says it in other words still wins."""
@@ -155,11 +156,14 @@ def extractive_answer(
     # Codes and numbers in the question (SEV3, Q4, 401k) are not negotiable: a sentence about SEV2
     # answers nothing about SEV3, however similar it reads.
     anchors = {t for t in query_terms if any(ch.isdigit() for ch in t) and document_frequency.get(t)}
+    focus = {t for t in focus if any(t in terms for terms in sentence_terms)}
     scored = []
     for (_, rank, position, sentence), terms in zip(candidates, sentence_terms, strict=True):
         overlap = sum(weight[t] for t in query_terms & terms) / total_weight
         score = LEXICAL_WEIGHT * overlap + 0.05 / (1 + rank) - 0.005 * position
         if anchors - terms:
+            score -= ANCHOR_PENALTY
+        if focus and not focus & terms:
             score -= ANCHOR_PENALTY
         if expected and any(pattern.search(sentence) for pattern in expected):
             score += ANSWER_TYPE_BONUS

@@ -156,7 +156,7 @@ class AnswerWorkflow(Workflow):
             chosen, method = [run.pinned_kb], "pinned"
         else:
             chosen, method = self.engine.choose(run, probes)
-        run.route = Route(chosen, {kb: p.score for kb, p in run.probes.items()}, method)
+        run.route = Route(chosen, {kb: float(p.score) for kb, p in run.probes.items()}, method)
         evidence = merge_evidence([probes[kb].result for kb in chosen if kb in probes])
         run.tried.add((run.standalone, tuple(sorted(chosen))))
         run.timed("route", started)
@@ -459,8 +459,11 @@ class AnswerEngine:
             except LlmUnavailable as exc:
                 self._llm_failed(run, f"LLM unavailable for the answer ({exc}): extractive answer used", exc)
         embedder = self.service.embedder
+        # A follow-up's own words ("contractors") are what it asks about; the words carried over
+        # from the conversation only place it.
+        focus = content_terms(run.question) if run.standalone != run.question else set()
         return answering.extractive_answer(
-            run.standalone, chosen, embedder.embed_query(run.standalone), self.embed_sentences
+            run.standalone, chosen, embedder.embed_query(run.standalone), self.embed_sentences, focus=focus
         )
 
     def embed_sentences(self, texts: list[str]) -> np.ndarray:

@@ -88,7 +88,7 @@ def serve(settings: Settings, host: str = "0.0.0.0", port: int | None = None) ->
     app_token = settings.slack_app_token.get_secret_value().strip() if settings.slack_app_token else ""
     socket_mode = bool(app_token)
     if not settings.slack_enabled:
-        raise SlackConfigError("SLACK_BOT_TOKEN is not set; see "Slack app setup" in README.md")
+        raise SlackConfigError("SLACK_BOT_TOKEN is not set; see 'Slack app setup' in README.md")
     runtime = build_runtime(settings)
     app = build_app(settings, runtime, socket_mode=socket_mode)
     if settings.slack_warmup:
