@@ -28,8 +28,10 @@ from tools.text import TOKENIZER_VERSION, keyword_terms
 
 logging.getLogger("bm25s").setLevel(logging.WARNING)
 
-FORMAT = f"kbbot-bm25/2+{TOKENIZER_VERSION}"
-K1, B = 1.2, 0.75
+# k1/b: the Anserini defaults (robust across BEIR); on SciFact train they beat 1.2/0.75 in the fused
+# ranking by ~0.004 nDCG@10 — chunks are short and similar in length, so less length normalisation.
+K1, B = 0.9, 0.4
+FORMAT = f"kbbot-bm25/2+{TOKENIZER_VERSION}+k1={K1},b={B}"
 DOCUMENT_WEIGHT = 1.0
 _EMPTY = "\u2400"  # bm25s needs a token per document
 

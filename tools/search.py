@@ -8,7 +8,7 @@ How it ranks (tuned on SciFact train, checked on Cranfield/CISI; numbers in docs
 - keyword: BM25 of the chunk plus BM25 of its whole document (tools/keyword_index.py);
 - dense: the chunk's cosine, blended with the cosine of its document's mean chunk vector
   (DOCUMENT_DENSE_WEIGHT), so a chunk of a document that is about the query as a whole gains;
-- fusion: dense_weight·dense + (1 − dense_weight)·BM25/max BM25 over the candidates (the top
+- fusion: 0.65·dense + 0.35·BM25/max BM25 over the candidates (the top
   `candidates` of each side). This convex fusion beat reciprocal-rank fusion by ~0.015 nDCG@10.
 Evidence.cosine stays the chunk's own cosine: the engine's thresholds are calibrated on it.
 
@@ -39,7 +39,7 @@ DOCUMENT_DENSE_WEIGHT = 0.5
 class SearchConfig:
     candidates: int = 100  # per side, before fusion (at least k)
     # Weighted fusion of cosine and max-normalised BM25; rrf_k > 0 switches to reciprocal rank fusion.
-    dense_weight: float = 0.6
+    dense_weight: float = 0.65
     rrf_k: int = 0
     document_dense_weight: float = DOCUMENT_DENSE_WEIGHT
 
