@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -96,7 +98,9 @@ def llamaindex_baseline(corpus: dict[str, tuple[str, str]], embedder) -> Retriev
 
     _disable_llm()
     documents = [Document(text=doc_text(*fields), id_=doc_id) for doc_id, fields in corpus.items()]
-    index = VectorStoreIndex.from_documents(documents, embed_model=llama_embedding(embedder))
+    # llama-index prints notices ("Some nodes are missing content…") on stdout, which is --json's.
+    with contextlib.redirect_stdout(sys.stderr):
+        index = VectorStoreIndex.from_documents(documents, embed_model=llama_embedding(embedder))
 
     def retrieve(query: str, k: int) -> list[str]:
         hits = index.as_retriever(similarity_top_k=k).retrieve(query)

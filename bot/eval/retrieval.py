@@ -30,7 +30,9 @@ def description_for(dataset: str) -> str:
 
 
 def records_of(ds: BeirDataset) -> list[tuple[str, str, str]]:
-    return [(doc_id, title or doc_id, text) for doc_id, (title, text) in ds.corpus.items()]
+    """(name, title, text) per document; documents with no text at all are left out (kbbot refuses
+    to ingest an empty document; the baselines still get them, so they can only gain from it)."""
+    return [(doc_id, title or doc_id, text) for doc_id, (title, text) in ds.corpus.items() if (title + text).strip()]
 
 
 def build_kb(ws: EvalWorkspace, ds: BeirDataset, kb: str | None = None, fresh: bool = False):
@@ -165,6 +167,9 @@ def eval_retrieval(
     if ingest_sample:
         output["ingest"] = measure_ingest(ws, ds, ingest_sample)
     notes = []
+    empty = len(ds.corpus) - build.documents
+    if empty:
+        notes.append(f"{empty} documents with no text were not ingested by kbbot (it refuses empty documents)")
     if build.reused:
         notes.append(f"kbbot KB reused from {build.built_at}; its ingest figures are from that build")
     if build.used_cache:
