@@ -40,7 +40,8 @@ def add_parser(commands) -> None:
     m = sub.add_parser("multiturn", help="recall@5 and routing for raw / condensed / whole-conversation queries")
     m.add_argument("--dataset", default="mtrag-un")
     m.add_argument("--canard", default="canard-dev", help="CANARD rewrites for the condenser's token F1 ('' to skip)")
-    m.add_argument("--limit", type=int, default=0)
+    m.add_argument("--limit", type=int, default=0, help="an evenly spread sample of N tasks (0: all)")
+    m.add_argument("--canard-limit", type=int, default=0, help="an evenly spread sample of N CANARD rows (0: all)")
     common(m)
 
     al = sub.add_parser("all", help="every benchmark; writes docs/benchmarks.md (what `make bench` runs)")
@@ -75,7 +76,7 @@ def handle(args: argparse.Namespace, settings) -> int:
     if command == "multiturn":
         from bot.eval.multiturn import eval_multiturn, format_multiturn
 
-        return _emit(args, eval_multiturn(ws, args.dataset, args.canard, args.limit, args.fresh), format_multiturn)
+        return _emit(args, eval_multiturn(ws, args.dataset, args.canard, args.limit, args.fresh, args.canard_limit), format_multiturn)
     if command == "all":
         from bot.eval.report import run_all
 

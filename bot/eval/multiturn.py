@@ -48,15 +48,15 @@ def build_collections(ws: EvalWorkspace, tasks: list[dict], digest: str, fresh: 
 
 
 def eval_multiturn(ws: EvalWorkspace, dataset: str = "mtrag-un", canard: str = "canard-dev", limit: int = 0,
-                   fresh: bool = False) -> dict:
+                   fresh: bool = False, canard_limit: int = 0) -> dict:
     from bot.agent.models import Turn
     from tools.search import HybridSearcher
 
     path = resolve(dataset)
     tasks = list(read_jsonl(path / "tasks.jsonl"))
     kbs = build_collections(ws, tasks, file_digest(path / "tasks.jsonl"), fresh)
-    if limit:
-        tasks = tasks[:limit]
+    if limit and limit < len(tasks):  # an evenly spread sample: the file is grouped by collection
+        tasks = [tasks[i * len(tasks) // limit] for i in range(limit)]
     engine = make_engine(ws, kbs.values())
     searcher = HybridSearcher(ws.service.store, ws.embedder)
     stats = {v: {"recall_sum": 0.0, "recall_n": 0, "routed": 0, "n": 0, "answered": defaultdict(int)} for v in VARIANTS}
@@ -115,15 +115,17 @@ def eval_multiturn(ws: EvalWorkspace, dataset: str = "mtrag-un", canard: str = "
         "answerability": dict(by_answerability),
     }
     if canard:
-        result["canard"] = eval_canard(ws, canard, engine)
+        result["canard"] = eval_canard(ws, canard, engine, canard_limit)
     return result
 
 
-def eval_canard(ws: EvalWorkspace, dataset: str, engine) -> dict:
+def eval_canard(ws: EvalWorkspace, dataset: str, engine, limit: int = 0) -> dict:
     from bot.agent import condense
     from bot.agent.models import Turn
 
     rows = list(read_jsonl(resolve(dataset) / "rewrites.jsonl"))
+    if limit and limit < len(rows):
+        rows = [rows[i * len(rows) // limit] for i in range(limit)]
     raw_f1 = condensed_f1 = 0.0
     changed = 0
     bar = progress(ws, len(rows), "canard")
