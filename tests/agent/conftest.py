@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from fake_openai import API_KEY, FakeOpenAI
+from helpers.settings import build_settings
 
 from bot.config import REPO_ROOT, Settings
 
@@ -27,19 +28,7 @@ FIXTURES = REPO_ROOT / "tests" / "fixtures" / "sample_questions.jsonl"
 
 def agent_settings_for(data_dir: Path, **overrides: object) -> Settings:
     """Settings over `data_dir` with the repo's sample KBs declared; no key, no server, unless given."""
-    values: dict[str, object] = {
-        "KBBOT_DATA_DIR": data_dir,
-        "KBBOT_KNOWLEDGE_BASES_DIR": REPO_ROOT / "knowledge_bases",
-        "OPENAI_API_KEY": None,
-        "OPENAI_BASE_URL": None,
-        "CHROMA_HOST": None,
-        "SLACK_BOT_TOKEN": None,
-        "SLACK_APP_TOKEN": None,
-        "SLACK_SIGNING_SECRET": None,
-        "SLACK_API_URL": None,
-        **overrides,
-    }
-    return Settings(_env_file=None, **values)  # type: ignore[arg-type]
+    return build_settings(data_dir, **overrides)
 
 
 @pytest.fixture(scope="session")
