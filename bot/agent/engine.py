@@ -13,7 +13,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,6 +25,7 @@ from bot.agent.access import Scope, allowed_kbs, channel_default_kbs
 from bot.agent.llm import LlmClient, LlmUnavailable
 from bot.agent.models import Answer, Citation, RoundTrace, Route, Turn
 from bot.config import Settings
+from tools.manifests import KnowledgeBaseManifest
 from tools.search import Evidence, HybridSearcher, SearchResult
 from tools.service import KnowledgeService
 from tools.text import content_terms, has_cjk, keyword_terms
@@ -65,6 +66,7 @@ class Run:
     notes: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     used_llm: bool = False
+    manifests: dict[str, KnowledgeBaseManifest] = field(default_factory=dict)
     llm_down: bool = False  # the LLM failed (transport/status) once: the rest of this question is offline
     started: float = field(default_factory=time.perf_counter)
 
@@ -135,11 +137,13 @@ class AnswerWorkflow(Workflow):
         run = ev.run
         engine = self.engine
         started = time.perf_counter()
-        run.candidates = engine.candidate_kbs(run.scope, run.pinned_kb)
+        # Manifests are read once per question: every later step uses this snapshot.
+        run.manifests = engine.service.manifests()
+        run.candidates = engine.candidate_kbs(run.manifests, run.scope, run.pinned_kb)
         if not run.candidates:
             run.standalone = run.question
             return StopEvent(result=engine.refusal(run, messages.no_knowledge_base(run.language)))
-        run.preferred = [] if run.pinned_kb else channel_default_kbs(engine.service.manifests(), run.scope.channel, run.candidates)
+        run.preferred = [] if run.pinned_kb else channel_default_kbs(run.manifests, run.scope.channel, run.candidates)
         run.standalone = engine.condense(run)
         run.timed("condense", started)
         return QueryEvent(run=run)
@@ -284,8 +288,9 @@ class AnswerEngine:
             run.notes.append(messages.truncated_note(MAX_QUESTION_CHARS))
         return text
 
-    def candidate_kbs(self, scope: Scope, pinned: str | None) -> list[str]:
-        manifests = self.service.manifests()
+    def candidate_kbs(
+        self, manifests: Mapping[str, KnowledgeBaseManifest], scope: Scope, pinned: str | None
+    ) -> list[str]:
         allowed = allowed_kbs(manifests, scope)
         ready = [kb for kb in allowed if self.service.store.live_versions(kb)]
         if pinned is not None:
@@ -330,8 +335,7 @@ class AnswerEngine:
 
     # --- route / retrieve --------------------------------------------------------------------
 
-    def description_vector(self, kb: str) -> np.ndarray | None:
-        manifest = self.service.manifests().get(kb)
+    def description_vector(self, kb: str, manifest: KnowledgeBaseManifest | None) -> np.ndarray | None:
         if manifest is None:
             return None
         cached = self._descriptions.get(kb)
@@ -347,7 +351,7 @@ class AnswerEngine:
         probes = {}
         for kb in kbs:
             result = self.searcher.search(query, kb, k=EVIDENCE_PER_KB, query_vector=query_vector)
-            description = self.description_vector(kb)
+            description = self.description_vector(kb, run.manifests.get(kb))
             similarity = float(np.dot(query_vector, description)) if description is not None else 0.0
             probes[kb] = routing.KbProbe(kb, result, similarity)
             if query == run.standalone:
@@ -358,7 +362,7 @@ class AnswerEngine:
         offline = routing.choose_kbs(list(probes.values()))
         if self.llm is None or run.llm_down or len(probes) < 2:
             return offline, "offline"
-        descriptions = {kb: m.description for kb, m in self.service.manifests().items()}
+        descriptions = {kb: m.description for kb, m in run.manifests.items()}
         try:
             choice = self.llm.structured(
                 routing.route_messages(run.standalone, list(probes.values()), descriptions), routing.RouteChoice
