@@ -38,7 +38,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 KB_DIR = ROOT / "knowledge_bases"
-FIXED_DATE = dt.datetime(2025, 11, 3, 9, 0, 0, tzinfo=dt.timezone.utc)
+FIXED_DATE = dt.datetime(2025, 11, 3, 9, 0, 0, tzinfo=dt.UTC)
 ZIP_DATE = (2025, 11, 3, 9, 0, 0)
 
 # --------------------------------------------------------------------------

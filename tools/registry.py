@@ -61,6 +61,18 @@ CREATE TABLE IF NOT EXISTS version_counters (
     last_version INTEGER NOT NULL,
     PRIMARY KEY (kb, document)
 );
+-- Per chunk, a vector for each answer unit (sentence) of its text, pooled from the chunk's own
+-- forward pass at ingest: the offline answer scores sentences by meaning without encoding them.
+-- Rows of versions that are forgotten go with them; a missing row only costs an encode later.
+CREATE TABLE IF NOT EXISTS unit_vectors (
+    kb TEXT NOT NULL,
+    document TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    chunk_index INTEGER NOT NULL,
+    model TEXT NOT NULL,
+    vectors BLOB NOT NULL,
+    PRIMARY KEY (kb, document, version, chunk_index)
+);
 """
 
 
@@ -288,7 +300,7 @@ class Registry:
 
     def delete_kb(self, name: str) -> None:
         with self._transaction() as db:
-            for table, column in (("versions", "kb"), ("documents", "kb"), ("kbs", "name")):
+            for table, column in (("versions", "kb"), ("documents", "kb"), ("unit_vectors", "kb"), ("kbs", "name")):
                 db.execute(f"DELETE FROM {table} WHERE {column} = ?", (name,))
 
     def generation(self, kb: str) -> int:
@@ -470,10 +482,40 @@ class Registry:
 
     def forget_versions(self, kb: str, versions: list[tuple[str, int]]) -> None:
         with self._transaction() as db:
+            for table in ("versions", "unit_vectors"):
+                db.executemany(
+                    f"DELETE FROM {table} WHERE kb = ? AND document = ? AND version = ?",
+                    [(kb, d, v) for d, v in versions],
+                )
+
+    # --- answer-unit vectors -----------------------------------------------------------------
+
+    def save_unit_vectors(self, kb: str, model: str, rows: list[tuple[str, int, int, bytes]]) -> None:
+        """(document, version, chunk index, vectors) for chunks of versions being written."""
+        with self._transaction() as db:
             db.executemany(
-                "DELETE FROM versions WHERE kb = ? AND document = ? AND version = ?",
-                [(kb, d, v) for d, v in versions],
+                "INSERT OR REPLACE INTO unit_vectors (kb, document, version, chunk_index, model, vectors) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(kb, document, version, index, model, blob) for document, version, index, blob in rows],
             )
+
+    def unit_vectors(self, kb: str, model: str, chunks: list[tuple[str, int, int]]) -> dict[tuple[str, int, int], bytes]:
+        """Saved vectors of (document, version, chunk index) computed with `model`; absent ones omitted."""
+        found = {}
+        with self._connect() as db:
+            for document, version, index in chunks:
+                row = db.execute(
+                    "SELECT vectors FROM unit_vectors WHERE kb = ? AND document = ? AND version = ? "
+                    "AND chunk_index = ? AND model = ?",
+                    (kb, document, version, index, model),
+                ).fetchone()
+                if row is not None:
+                    found[(document, version, index)] = row["vectors"]
+        return found
+
+    def clear_unit_vectors(self, kb: str) -> None:
+        with self._transaction() as db:
+            db.execute("DELETE FROM unit_vectors WHERE kb = ?", (kb,))
 
     def delete_document(self, kb: str, name: str) -> int | None:
         """Remove a document from the registry (it stops being retrievable at once)."""

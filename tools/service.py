@@ -12,7 +12,7 @@ from functools import cached_property
 from pathlib import Path
 
 from bot.config import Settings
-from tools.embeddings import Embedder, embedding_identity, get_embedder
+from tools.embeddings import Embedder, embed_chunks, embedding_identity, get_embedder
 from tools.ingest import Ingestor, IngestReport
 from tools.manifests import KnowledgeBaseManifest, discover_manifests, validate_kb_name
 from tools.store import KnowledgeBaseError, KnowledgeStore, chunk_to_node
@@ -155,7 +155,7 @@ class KnowledgeService:
 
         record = self.store.require_kb(kb)
         chunks = self.store.live_chunks(kb)
-        vectors = self.embedder.embed_documents([f"{c.header}\n{c.text}" for c in chunks], show_progress=progress)
+        vectors, unit_vectors = embed_chunks(self.embedder, chunks, show_progress=progress)
         new_name = f"kbbot_{kb}_g{record.generation + 1}"
         with contextlib.suppress(Exception):  # a leftover from an interrupted reindex
             self.store.client.delete_collection(new_name)
@@ -177,5 +177,8 @@ class KnowledgeService:
             self.store.client.delete_collection(record.collection)
         except Exception as exc:
             log.warning("old collection %s not removed: %s", record.collection, exc)
+        self.store.registry.clear_unit_vectors(kb)
+        if unit_vectors is not None:
+            self.store.save_unit_vectors(kb, self.embedder.model_name, chunks, unit_vectors)
         self.store.rebuild_keyword_index(kb)
         return len(nodes)

@@ -242,6 +242,29 @@ class KnowledgeStore:
             self._live[kb] = cached
         return cached[1], cached[2]
 
+    def save_unit_vectors(self, kb: str, model: str, chunks: Sequence[StoredChunk], vectors: Sequence[np.ndarray]) -> None:
+        """Each chunk's answer-unit vectors (float16: only their ranking matters)."""
+        self.registry.save_unit_vectors(
+            kb,
+            model,
+            [
+                (chunk.document, chunk.version, chunk.index, np.ascontiguousarray(v, dtype=np.float16).tobytes())
+                for chunk, v in zip(chunks, vectors, strict=True)
+            ],
+        )
+
+    def unit_vectors(self, model: str, dimension: int, chunks: Sequence[StoredChunk]) -> dict[str, np.ndarray]:
+        """chunk id → (units × dimension) vectors saved at ingest with `model`; chunks without are left out."""
+        found: dict[str, np.ndarray] = {}
+        for kb in {c.kb for c in chunks}:
+            mine = [c for c in chunks if c.kb == kb]
+            blobs = self.registry.unit_vectors(kb, model, [(c.document, c.version, c.index) for c in mine])
+            for chunk in mine:
+                blob = blobs.get((chunk.document, chunk.version, chunk.index))
+                if blob is not None and len(blob) % (2 * dimension) == 0:
+                    found[chunk.chunk_id] = np.frombuffer(blob, dtype=np.float16).reshape(-1, dimension).astype(np.float32)
+        return found
+
     def live_chunks(self, kb: str) -> list[StoredChunk]:
         live = self.live_versions(kb)
         result = self.collection(kb).get(include=["documents", "metadatas"])

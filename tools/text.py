@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
 _TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+(?:['’][^\W_]+)?", re.UNICODE)
 _CJK_RUN = re.compile(rf"^[{_CJK}]+$")
 _HAS_CJK = re.compile(rf"[{_CJK}]")
+_CJK_CHAR = _HAS_CJK
 
 # Bump when keyword_terms changes: saved keyword indexes of another version are rebuilt.
 TOKENIZER_VERSION = "1"
@@ -65,7 +67,74 @@ def content_terms(text: str) -> set[str]:
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|(?<=[。！？；])|\n+")
 
 
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each sentence or list item in `text`, surrounding whitespace excluded."""
+    spans = []
+    start = 0
+    for boundary in [*_SENTENCE_END.finditer(text), None]:
+        end = boundary.start() if boundary else len(text)
+        piece = text[start:end]
+        stripped = piece.strip()
+        if stripped and any(ch.isalnum() for ch in stripped):
+            left = start + len(piece) - len(piece.lstrip())
+            spans.append((left, left + len(stripped)))
+        if boundary:
+            start = boundary.end()
+    return spans
+
+
 def split_sentences(text: str) -> list[str]:
     """Sentences and list items; good enough for extractive answers in English and Chinese."""
-    parts = (p.strip() for p in _SENTENCE_END.split(text))
-    return [p for p in parts if p and any(ch.isalnum() for ch in p)]
+    return [text[start:end] for start, end in sentence_spans(text)]
+
+
+# An answer quotes whole sentences; runs of short lines (table cells, PDF table rows) read as one unit.
+SHORT_LINE_CHARS = 40
+MAX_UNIT_CHARS = 260
+_LIST_MARKER = re.compile(r"^\s*(?:[-*•▪]|\d{1,2}[.)])\s+")
+_EMPHASIS = re.compile(r"\*\*(.+?)\*\*|__(.+?)__")
+
+
+@dataclass(frozen=True)
+class TextUnit:
+    """One quotable unit of a text: how it reads in an answer, and where it sits in the text."""
+
+    text: str
+    start: int
+    end: int
+
+
+def plain(sentence: str) -> str:
+    """A sentence as it reads in an answer: no list marker, no Markdown emphasis."""
+    sentence = _LIST_MARKER.sub("", sentence)
+    return _EMPHASIS.sub(lambda m: m.group(1) or m.group(2), sentence).strip()
+
+
+def _reading_length(text: str) -> int:
+    """Length in Latin-letter equivalents: a Chinese character says about as much as a short word."""
+    return len(text) + 2 * len(_CJK_CHAR.findall(text))
+
+
+def answer_units(text: str) -> list[TextUnit]:
+    """Sentences, with runs of short fragments (table cells, PDF table lines) kept together as one unit.
+
+    Computed the same way at ingest (each unit's vector) and at answer time (the quoted units), so
+    it must stay a pure function of the text; the pipeline version changes when it does.
+    """
+    units: list[TextUnit] = []
+    run: list[TextUnit] = []
+
+    def close_run() -> None:
+        if run:
+            units.append(TextUnit(" ".join(u.text for u in run), run[0].start, run[-1].end))
+            run.clear()
+
+    for start, end in sentence_spans(text):
+        unit = TextUnit(plain(text[start:end]), start, end)
+        if _reading_length(unit.text) < SHORT_LINE_CHARS and sum(_reading_length(u.text) for u in [*run, unit]) < MAX_UNIT_CHARS:
+            run.append(unit)
+            continue
+        close_run()
+        units.append(unit)
+    close_run()
+    return units

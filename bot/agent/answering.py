@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,7 +18,7 @@ import numpy as np
 from bot.agent.grading import evidence_block
 from bot.agent.models import Citation
 from tools.search import Evidence
-from tools.text import content_terms, has_cjk, split_sentences
+from tools.text import answer_units, content_terms, has_cjk
 
 MAX_SENTENCES = 3
 MAX_ANSWER_CHARS = 700
@@ -89,39 +89,8 @@ def _shorten(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + "…"
 
 
-SHORT_LINE_CHARS = 40
-MAX_UNIT_CHARS = 260
-
-
-_LIST_MARKER = re.compile(r"^\s*(?:[-*•▪]|\d{1,2}[.)])\s+")
-_EMPHASIS = re.compile(r"\*\*(.+?)\*\*|__(.+?)__")
-
-
-def plain(sentence: str) -> str:
-    """A sentence as it reads in an answer: no list marker, no Markdown emphasis."""
-    sentence = _LIST_MARKER.sub("", sentence)
-    return _EMPHASIS.sub(lambda m: m.group(1) or m.group(2), sentence).strip()
-
-
-def answer_units(text: str) -> list[str]:
-    """Sentences, with runs of short fragments (table cells, PDF table lines) kept together as one unit."""
-    units: list[str] = []
-    run: list[str] = []
-    for sentence in (plain(s) for s in split_sentences(text)):
-        if len(sentence) < SHORT_LINE_CHARS and sum(len(p) for p in run) + len(sentence) < MAX_UNIT_CHARS:
-            run.append(sentence)
-            continue
-        if run:
-            units.append(" ".join(run))
-            run = []
-        units.append(sentence)
-    if run:
-        units.append(" ".join(run))
-    return units
-
-
-# Sentences re-scored by meaning: the lexical front-runners (answer-type bonus included). Each
-# costs one MiniLM encode, the largest share of an offline answer's time.
+# Sentences re-scored by meaning: the lexical front-runners (answer-type bonus included). Their
+# vectors come from ingest (pooled from their chunk's pass); one missing there costs an encode now.
 SEMANTIC_CANDIDATES = 12
 LEXICAL_WEIGHT = 0.5
 ANSWER_TYPE_BONUS = 0.25
@@ -135,15 +104,22 @@ def extractive_answer(
     query_vector: np.ndarray | None = None,
     embed: Callable[[list[str]], np.ndarray] | None = None,
     focus: set[str] | frozenset[str] = frozenset(),
+    unit_vectors: Mapping[str, np.ndarray] | None = None,
 ) -> DraftAnswer | None:
-    """The best evidence sentences, cited. With `embed`, the lexical front-runners are re-scored by
-    their meaning, so a sentence that says it in other words still wins."""
+    """The best evidence sentences, cited. With the query's vector, the lexical front-runners are
+    re-scored by their meaning (vectors saved at ingest, by chunk id, else `embed`), so a sentence
+    that says it in other words still wins."""
     query_terms = content_terms(query)
     expected = [answer for asks, answer in _ANSWER_TYPES if asks.search(query)]
     candidates: list[tuple[float, int, int, str]] = []  # (score, chunk rank, position, sentence)
+    saved: dict[int, np.ndarray] = {}  # chunk rank → its units' vectors, when they match its units
     for rank, item in enumerate(evidence):
-        for position, sentence in enumerate(answer_units(item.chunk.text)):
-            candidates.append((0.0, rank, position, sentence))
+        units = answer_units(item.chunk.text)
+        vectors = (unit_vectors or {}).get(item.chunk_id)
+        if vectors is not None and len(vectors) == len(units):
+            saved[rank] = vectors
+        for position, unit in enumerate(units):
+            candidates.append((0.0, rank, position, unit.text))
     if not candidates or not query_terms:
         return None
 
@@ -172,12 +148,14 @@ def extractive_answer(
         if len(sentence) < 25:
             score -= 0.2  # headings and fragments answer little
         scored.append((score, rank, position, sentence))
-    if embed is not None and query_vector is not None:
+    if query_vector is not None:
         # Meaning first: "handover" must find the sentence that says "handoff".
         scored.sort(key=lambda c: c[0], reverse=True)
         head = scored[:SEMANTIC_CANDIDATES]
-        cosines = embed([c[3] for c in head]) @ query_vector
-        scored = [(c[0] + float(cos), *c[1:]) for c, cos in zip(head, cosines, strict=True)]
+        vectors = _meaning_vectors(head, saved, embed)
+        if vectors is not None:
+            cosines = vectors @ query_vector
+            scored = [(c[0] + float(cos), *c[1:]) for c, cos in zip(head, cosines, strict=True)]
     scored.sort(key=lambda c: c[0], reverse=True)
     best_score = scored[0][0]
     if best_score <= MIN_SENTENCE_SCORE:
@@ -206,6 +184,26 @@ def extractive_answer(
         parts.append(f"{sentence}{separator}[{numbers[rank]}]")
     joiner = "" if all(has_cjk(p) for p in parts) else " "
     return DraftAnswer(joiner.join(parts), citations)
+
+
+def _meaning_vectors(
+    head: list[tuple[float, int, int, str]],
+    saved: Mapping[int, np.ndarray],
+    embed: Callable[[list[str]], np.ndarray] | None,
+) -> np.ndarray | None:
+    """The candidates' vectors: saved at ingest where there is one, encoded now otherwise (None if
+    some are missing and nothing can encode them)."""
+    rows: list[np.ndarray | None] = []
+    for _, rank, position, _ in head:
+        vector = saved[rank][position] if rank in saved else None
+        rows.append(None if vector is None or np.isnan(vector[0]) else vector)
+    missing = [i for i, row in enumerate(rows) if row is None]
+    if missing:
+        if embed is None:
+            return None
+        for i, vector in zip(missing, embed([head[i][3] for i in missing]), strict=True):
+            rows[i] = vector
+    return np.stack(rows)  # type: ignore[arg-type]
 
 
 ANSWER_SYSTEM = (

@@ -75,6 +75,29 @@ class CachingEmbedder:
             return np.zeros((0, self.dimension), dtype=np.float32)
         return np.stack([found[k] for k in keys]).astype(np.float32)
 
+    def embed_documents_with_units(
+        self, texts: Sequence[str], unit_spans: Sequence[Sequence[tuple[int, int]]], show_progress: bool = False
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """As the inner embedder's; one cache entry per text + spans holds the text's vector, then its units'."""
+        if self.cache is None:
+            self.misses += len(texts)
+            return self.inner.embed_documents_with_units(texts, unit_spans, show_progress=show_progress)
+        keys = [EmbeddingCache.key(f"{self.model_name}#units", f"{spans}\n{text}") for text, spans in zip(texts, unit_spans, strict=True)]
+        found = {k: v.reshape(-1, self.dimension) for k, v in self.cache.get_many(keys).items()}
+        missing = [i for i, k in enumerate(keys) if k not in found]
+        if missing:
+            vectors, units = self.inner.embed_documents_with_units(
+                [texts[i] for i in missing], [unit_spans[i] for i in missing], show_progress=show_progress
+            )
+            rows = [(keys[i], np.vstack([v[None, :], u])) for i, v, u in zip(missing, vectors, units, strict=True)]
+            self.cache.put_many(rows)
+            found.update(rows)
+        self.hits += len(texts) - len(missing)
+        self.misses += len(missing)
+        stacked = [found[k] for k in keys]
+        vectors = np.stack([s[0] for s in stacked]) if stacked else np.zeros((0, self.dimension), dtype=np.float32)
+        return vectors.astype(np.float32), [s[1:].astype(np.float32) for s in stacked]
+
     def embed_query(self, text: str) -> np.ndarray:
         return self.inner.embed_query(text)
 
