@@ -1,4 +1,4 @@
-"""A tiny end-to-end `kbbot eval retrieval` run on a generated BEIR-layout dataset."""
+"""Tiny end-to-end `kbbot eval retrieval` and `kbbot eval routing` runs on generated BEIR-layout datasets."""
 
 import json
 
@@ -16,16 +16,16 @@ QUERIES = [("q1", "transition of a laminar boundary layer to turbulence"), ("q2"
 QRELS = [("q1", "d1", 2), ("q2", "d4", 1), ("q3", "d3", 1)]
 
 
-def make_dataset(root):
+def make_dataset(root, docs=DOCS, queries=QUERIES, qrels=QRELS):
     (root / "qrels").mkdir(parents=True)
     (root / "corpus.jsonl").write_text(
-        "".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n" for i, t, x in DOCS), encoding="utf-8"
+        "".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n" for i, t, x in docs), encoding="utf-8"
     )
     (root / "queries.jsonl").write_text(
-        "".join(json.dumps({"_id": i, "text": t}) + "\n" for i, t in QUERIES), encoding="utf-8"
+        "".join(json.dumps({"_id": i, "text": t}) + "\n" for i, t in queries), encoding="utf-8"
     )
     (root / "qrels" / "test.tsv").write_text(
-        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{s}\n" for q, d, s in QRELS), encoding="utf-8"
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{s}\n" for q, d, s in qrels), encoding="utf-8"
     )
     return root
 
@@ -53,3 +53,27 @@ def test_eval_retrieval_json(tmp_path, monkeypatch, capsys):
     assert again["kb_build"]["reused"] is True
     assert any("reused" in n for n in again["notes"])
     assert again["systems"]["kbbot"] == {**again["systems"]["kbbot"], "ndcg@10": out["systems"]["kbbot"]["ndcg@10"]}
+
+
+SECOND_DOCS = [
+    ("s1", "Sourdough", "Sourdough bread rises with a starter of wild yeast and lactic acid bacteria."),
+    ("s2", "Espresso", "Espresso is brewed by forcing hot water through finely ground coffee at high pressure."),
+    ("s3", "Pasta", "Fresh egg pasta is rolled thin and cooked for two to three minutes in salted water."),
+]
+SECOND_QUERIES = [("c1", "how does a sourdough starter make bread rise"), ("c2", "how is espresso coffee brewed")]
+SECOND_QRELS = [("c1", "s1", 1), ("c2", "s2", 1)]
+
+
+def test_eval_routing_json_runs_the_engine_over_two_kbs(tmp_path, monkeypatch, capsys):
+    science = make_dataset(tmp_path / "science")
+    cooking = make_dataset(tmp_path / "cooking", SECOND_DOCS, SECOND_QUERIES, SECOND_QRELS)
+    monkeypatch.setenv("KBBOT_DATA_DIR", str(tmp_path / "data"))
+    assert main(["eval", "routing", "--datasets", f"{science},{cooking}", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["queries"] == 5 and out["mode"] == "offline"
+    assert out["top1_accuracy"] == 1.0, out["confusion"]
+    loo = out["leave_one_out"]
+    assert len(loo["cases"]) == 2 and 0.0 <= loo["refused_rate"] <= 1.0
+    # Asked of a store without their KB, the cooking questions find no science to answer them from.
+    cooking_kb = out["kbs"][1]
+    assert loo["cases"][cooking_kb]["refused_rate"] == 1.0, loo["cases"]

@@ -20,8 +20,8 @@ def make_engine(ws: EvalWorkspace, kbs: Iterable[str]):
     class ScopedEngine(AnswerEngine):
         allowed: set[str]
 
-        def candidate_kbs(self, scope, pinned):  # type: ignore[override]
-            return [kb for kb in super().candidate_kbs(scope, pinned) if kb in self.allowed]
+        def candidate_kbs(self, manifests, scope, pinned):  # type: ignore[override]
+            return [kb for kb in super().candidate_kbs(manifests, scope, pinned) if kb in self.allowed]
 
     engine = ScopedEngine(ws.service, ws.settings)
     engine.allowed = set(kbs)
