@@ -14,7 +14,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import openai
@@ -156,6 +156,8 @@ class AnswerWorkflow(Workflow):
         first = run.preferred or run.candidates
         run.status(f"Searching {', '.join(first)}…")
         probes = self.engine.probe(run, run.standalone, first)
+        if not run.pinned_kb and len(probes) > 1:
+            probes = self.engine.with_thread_scores(run, probes)
         if run.pinned_kb:
             chosen, method = [run.pinned_kb], "pinned"
         else:
@@ -357,6 +359,20 @@ class AnswerEngine:
             if query == run.standalone:
                 run.probes[kb] = probes[kb]
         return probes
+
+    def with_thread_scores(self, run: Run, probes: dict[str, routing.KbProbe]) -> dict[str, routing.KbProbe]:
+        """The probes, each KB credited with how well it matched the thread's earlier questions."""
+        earlier = [clean_slack_markup(t.text) for t in run.history if t.role == "user"][-routing.THREAD_TURNS :]
+        earlier = [text for text in earlier if text.strip()]
+        if not earlier:
+            return probes
+        totals = dict.fromkeys(probes, 0.0)
+        for text in earlier:
+            for kb, probe in self.probe(run, text, list(probes)).items():
+                totals[kb] += probe.evidence_score
+        credited = {kb: replace(p, thread_score=totals[kb] / len(earlier)) for kb, p in probes.items()}
+        run.probes.update(credited)
+        return credited
 
     def choose(self, run: Run, probes: dict[str, routing.KbProbe]) -> tuple[list[str], str]:
         offline = routing.choose_kbs(list(probes.values()))

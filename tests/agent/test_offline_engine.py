@@ -146,6 +146,19 @@ def test_self_contained_question_is_left_alone_despite_history(offline_engine):
     assert answer.status == "answered" and "onboarding-guide.md" in documents(answer)
 
 
+def test_an_ambiguous_question_follows_the_threads_subject(offline_engine, chunk_exists):
+    question = "What is the approval process for exceptions?"  # finance has approval thresholds
+    alone = offline_engine.answer(question)
+    in_thread = offline_engine.answer(question, history=[Turn("user", "How do we deploy to production?")])
+
+    assert alone.route.kbs[0] == "finance"
+    assert in_thread.standalone_query == question  # self-contained: the thread only places it
+    assert in_thread.route.kbs == ["engineering"]
+    assert in_thread.route.scores["engineering"] > alone.route.scores["engineering"]
+    assert in_thread.status == "answered" and "deploy-process.docx" in documents(in_thread)
+    assert_well_formed(in_thread, chunk_exists)
+
+
 def test_chinese_follow_up_over_the_chinese_kb(offline_engine, chunk_exists):
     history = [
         Turn("user", "上海办公室报销要在哪里提交？"),
