@@ -58,11 +58,12 @@ class KbBuild:
 
 
 def pipeline_fingerprint(*parts: str) -> str:
-    """Changes whenever the corpus, the model or the chunking changes: then a KB is rebuilt."""
+    """Changes whenever the corpus, the model, the chunking or what ingest stores changes: then a KB is rebuilt."""
     from tools import chunking
+    from tools.ingest import PIPELINE_VERSION
 
     digest = hashlib.sha256()
-    for part in (*parts, inspect.getsource(chunking)):
+    for part in (*parts, inspect.getsource(chunking), PIPELINE_VERSION.decode()):
         digest.update(part.encode())
         digest.update(b"\0")
     return digest.hexdigest()[:16]
