@@ -361,16 +361,17 @@ class AnswerEngine:
         return probes
 
     def with_thread_scores(self, run: Run, probes: dict[str, routing.KbProbe]) -> dict[str, routing.KbProbe]:
-        """The probes, each KB credited with how well it matched the thread's earlier questions."""
-        earlier = [clean_slack_markup(t.text) for t in run.history if t.role == "user"][-routing.THREAD_TURNS :]
-        earlier = [text for text in earlier if text.strip()]
-        if not earlier:
-            return probes
+        """The probes, each KB credited with how well it matched the thread's earlier questions and answers."""
         totals = dict.fromkeys(probes, 0.0)
-        for text in earlier:
-            for kb, probe in self.probe(run, text, list(probes)).items():
-                totals[kb] += probe.evidence_score
-        credited = {kb: replace(p, thread_score=totals[kb] / len(earlier)) for kb, p in probes.items()}
+        for role in ("user", "assistant"):
+            turns = [clean_slack_markup(t.text) for t in run.history if t.role == role]
+            turns = [t for t in turns if t.strip() and not messages.is_fixed_reply(t)][-routing.THREAD_TURNS :]
+            for text in turns:
+                for kb, probe in self.probe(run, text, list(probes)).items():
+                    totals[kb] += probe.evidence_score / len(turns)
+        if not any(totals.values()):
+            return probes
+        credited = {kb: replace(p, thread_score=totals[kb]) for kb, p in probes.items()}
         run.probes.update(credited)
         return credited
 

@@ -11,6 +11,7 @@ import threading
 
 import pytest
 
+from bot.agent import messages
 from bot.agent.access import Scope
 from bot.agent.engine import MAX_QUESTION_CHARS, MAX_ROUNDS, AnswerEngine, EmptyQuestion, clean_slack_markup
 from bot.agent.models import Answer, Turn
@@ -157,6 +158,15 @@ def test_an_ambiguous_question_follows_the_threads_subject(offline_engine, chunk
     assert in_thread.route.scores["engineering"] > alone.route.scores["engineering"]
     assert in_thread.status == "answered" and "deploy-process.docx" in documents(in_thread)
     assert_well_formed(in_thread, chunk_exists)
+
+    # The bot's own earlier answer places the thread too; its refusals do not.
+    earlier = offline_engine.answer("How do we deploy to production?")
+    after_answer = [Turn("user", "Quick question for you"), Turn("assistant", earlier.answer)]
+    assert offline_engine.answer(question, history=after_answer).route.kbs == ["engineering"]
+    refusal = offline_engine.answer("What is the weather on Mars?")
+    assert refusal.status == "insufficient_context" and messages.is_fixed_reply(refusal.answer)
+    after_refusal = [Turn("assistant", refusal.answer)]
+    assert offline_engine.answer(question, history=after_refusal).route.scores == alone.route.scores
 
 
 def test_chinese_follow_up_over_the_chinese_kb(offline_engine, chunk_exists):
