@@ -7,6 +7,7 @@ keeping the old version, bad input changing nothing (in-process and through `ing
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -245,6 +246,28 @@ def test_delete_document(service: KnowledgeService, tmp_path: Path) -> None:
     assert service.ingest(kb, [tmp_path / "drop.md"]).documents[0].status == "ready"
     assert {c.version for c in chunks_in_chroma(service, kb, "drop.md")} == {2}
     assert any("P7" in c.text for c in search_texts(service, kb, "parking spot P7"))
+
+
+@pytest.mark.parametrize("where", ["same process", "another process"])
+def test_a_kb_deleted_and_created_again_serves_only_its_new_documents(
+    where: str, service: KnowledgeService, settings: Settings, tmp_path: Path
+) -> None:
+    """Caches are keyed by (KB, generation): a new KB of the same name must never hit the old one's."""
+    old, new = tmp_path / "old.md", tmp_path / "new.md"
+    old.write_text("# Old\n\nThe Oslo office opens at 08:00.\n", encoding="utf-8")
+    new.write_text("# New\n\nThe Porto office opens at 09:30.\n", encoding="utf-8")
+    kb = new_kb(service)
+    service.ingest(kb, [old])
+    reader = service
+    assert any("Oslo" in c.text for c in search_texts(reader, kb, "Oslo office"))  # warms every cache
+    with KnowledgeService(settings) if where == "another process" else contextlib.nullcontext(service) as writer:
+        writer.store.delete_kb(kb)
+        new_kb(writer)
+        assert writer.ingest(kb, [new]).documents[0].status == "ready"
+    texts = [c.text for c in search_texts(reader, kb, "Porto office opens")]
+    assert any("Porto" in t for t in texts) and not any("Oslo" in t for t in texts)
+    assert [c.document for c in reader.store.live_chunks(kb)] == ["new.md"]
+    assert reader.store.keyword_index(kb).search("Porto", 5), "the keyword index holds the new document"
 
 
 def test_duplicate_names_in_one_batch_are_refused(service: KnowledgeService, tmp_path: Path) -> None:

@@ -61,6 +61,12 @@ CREATE TABLE IF NOT EXISTS version_counters (
     last_version INTEGER NOT NULL,
     PRIMARY KEY (kb, document)
 );
+-- The generation a KB of this name starts at if it is created again: generations never repeat for a
+-- name, so anything cached by (KB, generation), in any process, cannot outlive a delete + re-create.
+CREATE TABLE IF NOT EXISTS generation_floors (
+    name TEXT PRIMARY KEY,
+    generation INTEGER NOT NULL
+);
 -- Per chunk, a vector for each answer unit (sentence) of its text, pooled from the chunk's own
 -- forward pass at ingest: the offline answer scores sentences by meaning without encoding them.
 -- Rows of versions that are forgotten go with them; a missing row only costs an encode later.
@@ -276,10 +282,10 @@ class Registry:
     def upsert_kb(self, name: str, description: str, embedding_model: str, dimension: int, collection: str) -> None:
         with self._transaction() as db:
             db.execute(
-                """INSERT INTO kbs (name, description, embedding_model, dimension, collection, created_at)
-                   VALUES (?, ?, ?, ?, ?, ?)
+                """INSERT INTO kbs (name, description, embedding_model, dimension, collection, created_at, generation)
+                   VALUES (?, ?, ?, ?, ?, ?, COALESCE((SELECT generation FROM generation_floors WHERE name = ?), 0))
                    ON CONFLICT(name) DO UPDATE SET description = excluded.description""",
-                (name, description, embedding_model, dimension, collection, time.time()),
+                (name, description, embedding_model, dimension, collection, time.time(), name),
             )
 
     def switch_collection(
@@ -300,8 +306,19 @@ class Registry:
 
     def delete_kb(self, name: str) -> None:
         with self._transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO generation_floors (name, generation) "
+                "SELECT name, generation + 1 FROM kbs WHERE name = ?",
+                (name,),
+            )
             for table, column in (("versions", "kb"), ("documents", "kb"), ("unit_vectors", "kb"), ("kbs", "name")):
                 db.execute(f"DELETE FROM {table} WHERE {column} = ?", (name,))
+
+    def generation_floor(self, name: str) -> int:
+        """The generation a new KB of this name starts at (0, or past every earlier KB of the name)."""
+        with self._connect() as db:
+            row = db.execute("SELECT generation FROM generation_floors WHERE name = ?", (name,)).fetchone()
+        return int(row["generation"]) if row else 0
 
     def generation(self, kb: str) -> int:
         with self._connect() as db:

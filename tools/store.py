@@ -145,7 +145,9 @@ class KnowledgeStore:
         """Create the KB (registry row + collection) if needed; refuse a different embedding model."""
         record = self.registry.get_kb(name)
         if record is None:
-            collection = f"kbbot_{name}_g0"
+            # Named by its starting generation: a KB created again under an old name gets a new
+            # collection, and a process still holding the old one's handle never uses it again.
+            collection = f"kbbot_{name}_g{self.registry.generation_floor(name)}"
             self._collection(collection, model_name, dimension)
             self.registry.upsert_kb(name, description, model_name, dimension, collection)
             record = self.registry.get_kb(name)
@@ -198,6 +200,10 @@ class KnowledgeStore:
     def delete_kb(self, name: str) -> None:
         record = self.require_kb(name)
         self.registry.delete_kb(name)
+        with self._lock:  # a KB created again under this name shares none of these
+            self._collections.pop(record.collection, None)
+            self._live.pop(name, None)
+            self._keyword.pop(name, None)
         try:
             self.client.delete_collection(record.collection)
         except Exception as exc:  # already gone is fine
