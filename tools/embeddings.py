@@ -102,8 +102,6 @@ class LocalMiniLM:
         sentences by meaning with these instead of encoding them at question time. A span past the
         model's 256-token window gets a row of NaN.
         """
-        import torch
-
         vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
         units: list[np.ndarray] = [np.empty((0, self.dimension), dtype=np.float32)] * len(texts)
         # Whole-call length order, as encode() sorts within one call: slices then pad little.
@@ -120,24 +118,30 @@ class LocalMiniLM:
             )
             for i, output in zip(batch, outputs, strict=True):
                 vectors[i] = output["sentence_embedding"].float().numpy()
-                units[i] = self._pool_spans(texts[i], unit_spans[i], output["token_embeddings"], torch)
+                units[i] = self._pool_spans(texts[i], unit_spans[i], output["token_embeddings"])
         return vectors, units
 
-    def _pool_spans(self, text: str, spans: Sequence[tuple[int, int]], token_embeddings, torch) -> np.ndarray:
-        pooled = np.full((len(spans), self.dimension), np.nan, dtype=np.float32)
+    def _pool_spans(self, text: str, spans: Sequence[tuple[int, int]], token_embeddings) -> np.ndarray:
         # sentence-transformers strips each text before tokenizing; offsets are into the stripped text.
         shift = len(text) - len(text.lstrip())
-        offsets = self._tokenizer(
-            text.strip(), return_offsets_mapping=True, truncation=True, max_length=MINILM_MAX_TOKENS
-        )["offset_mapping"]
-        starts = torch.tensor([s + shift if e > s else -1 for s, e in offsets])
-        ends = torch.tensor([e + shift for _, e in offsets])
-        for row, (start, end) in enumerate(spans):
-            inside = (starts >= start) & (ends <= end)
-            if inside.any():
-                mean = token_embeddings[: len(offsets)][inside].float().mean(dim=0)
-                pooled[row] = torch.nn.functional.normalize(mean, dim=0).numpy()
-        return pooled
+        offsets = np.asarray(
+            self._tokenizer(
+                text.strip(), return_offsets_mapping=True, truncation=True, max_length=MINILM_MAX_TOKENS
+            )["offset_mapping"],
+            dtype=np.int64,
+        ).reshape(-1, 2) + shift
+        bounds = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+        real = offsets[:, 1] > offsets[:, 0]  # special tokens ([CLS], [SEP]) have empty offsets
+        inside = (
+            real[None, :]
+            & (offsets[None, :, 0] >= bounds[:, None, 0])
+            & (offsets[None, :, 1] <= bounds[:, None, 1])
+        ).astype(np.float32)
+        sums = inside @ token_embeddings[: len(offsets)].float().numpy()
+        norms = np.linalg.norm(sums, axis=1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            # mean-pooled then normalised = the normalised sum; a span with no token gets NaN
+            return np.where(norms > 0, sums / norms, np.nan).astype(np.float32)
 
     def embed_query(self, text: str) -> np.ndarray:
         return _cached_query_embedding(self, text)
