@@ -494,10 +494,10 @@ class AnswerEngine:
         )
 
     def embed_sentences(self, texts: list[str]) -> np.ndarray:
-        """Evidence sentences with no vector saved at ingest (chunks embedded by a backend that
-        cannot pool sentence spans). With the local model each is encoded like a query — on one torch thread and cached: a batch on two threads took 1.4-2.2 s
-        for 8 sentences on the shared 2-core machine (vs 0.25 s on one), and the same evidence
-        sentences come back question after question."""
+        """Evidence sentences with no vector saved at ingest (chunks embedded by a backend that cannot
+        pool sentence spans). With the local model each is encoded like a query — on one torch thread
+        and cached: a batch on two threads took 1.4-2.2 s for 8 sentences on the shared 2-core machine
+        (vs 0.25 s on one), and the same evidence sentences come back question after question."""
         embedder = self.service.embedder
         if self.settings.embedding_backend != "local" or not texts:
             return embedder.embed_documents(texts)
