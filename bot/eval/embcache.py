@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -58,22 +58,28 @@ class CachingEmbedder:
         self.hits = 0
         self.misses = 0
 
+    def _through_cache(self, keys: list[str], compute: Callable[[list[int]], Sequence[np.ndarray]]) -> list[np.ndarray]:
+        """The cached array of every key; `compute(missing positions)` makes the others, which are cached."""
+        found = self.cache.get_many(keys)  # type: ignore[union-attr]
+        missing = [i for i, k in enumerate(keys) if k not in found]
+        if missing:
+            rows = [(keys[i], v) for i, v in zip(missing, compute(missing), strict=True)]
+            self.cache.put_many(rows)  # type: ignore[union-attr]
+            found.update(rows)
+        self.hits += len(keys) - len(missing)
+        self.misses += len(missing)
+        return [np.asarray(found[k], dtype=np.float32) for k in keys]
+
     def embed_documents(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
         if self.cache is None:
             self.misses += len(texts)
             return self.inner.embed_documents(texts, show_progress=show_progress)
-        keys = [EmbeddingCache.key(self.model_name, t) for t in texts]
-        found = self.cache.get_many(keys)
-        missing = [i for i, k in enumerate(keys) if k not in found]
-        if missing:
-            vectors = self.inner.embed_documents([texts[i] for i in missing], show_progress=show_progress)
-            self.cache.put_many([(keys[i], v) for i, v in zip(missing, vectors, strict=True)])
-            found.update((keys[i], v) for i, v in zip(missing, vectors, strict=True))
-        self.hits += len(texts) - len(missing)
-        self.misses += len(missing)
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        return np.stack([found[k] for k in keys]).astype(np.float32)
+        keys = [EmbeddingCache.key(self.model_name, t) for t in texts]
+        return np.stack(self._through_cache(
+            keys, lambda missing: self.inner.embed_documents([texts[i] for i in missing], show_progress=show_progress)
+        ))
 
     def embed_documents_with_units(
         self, texts: Sequence[str], unit_spans: Sequence[Sequence[tuple[int, int]]], show_progress: bool = False
@@ -82,21 +88,18 @@ class CachingEmbedder:
         if self.cache is None:
             self.misses += len(texts)
             return self.inner.embed_documents_with_units(texts, unit_spans, show_progress=show_progress)
-        keys = [EmbeddingCache.key(f"{self.model_name}#units", f"{spans}\n{text}") for text, spans in zip(texts, unit_spans, strict=True)]
-        found = {k: v.reshape(-1, self.dimension) for k, v in self.cache.get_many(keys).items()}
-        missing = [i for i, k in enumerate(keys) if k not in found]
-        if missing:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32), []
+
+        def compute(missing: list[int]) -> list[np.ndarray]:
             vectors, units = self.inner.embed_documents_with_units(
                 [texts[i] for i in missing], [unit_spans[i] for i in missing], show_progress=show_progress
             )
-            rows = [(keys[i], np.vstack([v[None, :], u])) for i, v, u in zip(missing, vectors, units, strict=True)]
-            self.cache.put_many(rows)
-            found.update(rows)
-        self.hits += len(texts) - len(missing)
-        self.misses += len(missing)
-        stacked = [found[k] for k in keys]
-        vectors = np.stack([s[0] for s in stacked]) if stacked else np.zeros((0, self.dimension), dtype=np.float32)
-        return vectors.astype(np.float32), [s[1:].astype(np.float32) for s in stacked]
+            return [np.vstack([v[None, :], u]) for v, u in zip(vectors, units, strict=True)]
+
+        keys = [EmbeddingCache.key(f"{self.model_name}#units", f"{s}\n{t}") for t, s in zip(texts, unit_spans, strict=True)]
+        stacked = [row.reshape(-1, self.dimension) for row in self._through_cache(keys, compute)]
+        return np.stack([s[0] for s in stacked]), [s[1:] for s in stacked]
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.inner.embed_query(text)
