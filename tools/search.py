@@ -48,7 +48,7 @@ class SearchConfig:
 class Evidence:
     chunk: StoredChunk
     score: float  # fused, for ranking within one query
-    cosine: float  # dense similarity to the query, in [-1, 1]
+    cosine: float  # dense similarity to the query (or to the judge vector the search was given), in [-1, 1]
     bm25: float  # BM25 score, chunk + document level (0 when no query term matches)
     coverage: float = 0.0  # share of the query's content terms found in the chunk (+ its header)
 
@@ -93,7 +93,11 @@ class HybridSearcher:
         self._snapshots: dict[str, _Snapshot] = {}
         self._lock = threading.Lock()
 
-    def search(self, query: str, kb: str, k: int = 8, query_vector: np.ndarray | None = None) -> SearchResult:
+    def search(self, query: str, kb: str, k: int = 8, query_vector: np.ndarray | None = None,
+               judge_vector: np.ndarray | None = None) -> SearchResult:
+        """The top k chunks for `query`. With `judge_vector`, the evidence is ranked for the query but its
+        `cosine` is measured against that vector: a reformulated search is judged by the question it must
+        answer, so rephrasing can find new evidence but never makes weak evidence look strong."""
         timings: dict[str, float] = {}
         started = time.perf_counter()
         if query_vector is None:
@@ -120,9 +124,21 @@ class HybridSearcher:
                 evidence.coverage = counts[keyword.position[evidence.chunk_id]] / len(query_terms)
             else:
                 evidence.coverage = _coverage(query_terms, evidence.chunk)
+        if judge_vector is not None and fused:
+            self._rejudge(kb, snapshot, fused[:k], judge_vector)
         timings["fuse"] = round(timings.get("fuse", 0.0) + _ms(t), 2)
         timings["total"] = _ms(started)
         return SearchResult(kb, query, fused[:k], timings)
+
+    def _rejudge(self, kb: str, snapshot: _Snapshot | None, evidence: list[Evidence], vector: np.ndarray) -> None:
+        vector = np.asarray(vector, dtype=np.float32)
+        if snapshot is not None:
+            for e in evidence:
+                e.cosine = float(snapshot.vectors[snapshot.index.position[e.chunk_id]] @ vector)
+            return
+        vectors = {c.chunk_id: v for c, v in self.store.get_chunks_with_vectors(kb, [e.chunk_id for e in evidence])}
+        for e in evidence:
+            e.cosine = float(np.dot(vectors[e.chunk_id], vector)) if e.chunk_id in vectors else -1.0
 
     # --- in-memory path ------------------------------------------------------------------------
 

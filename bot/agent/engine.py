@@ -349,10 +349,13 @@ class AnswerEngine:
         return cached[1]
 
     def probe(self, run: Run, query: str, kbs: Sequence[str]) -> dict[str, routing.KbProbe]:
-        query_vector = self.service.embedder.embed_query(query)
+        embedder = self.service.embedder
+        query_vector = embedder.embed_query(query)
+        # A later round's rephrasing is judged by the question it must answer (see grade).
+        judge_vector = embedder.embed_query(run.standalone) if query != run.standalone and run.rounds else None
         probes = {}
         for kb in kbs:
-            result = self.searcher.search(query, kb, k=EVIDENCE_PER_KB, query_vector=query_vector)
+            result = self.searcher.search(query, kb, k=EVIDENCE_PER_KB, query_vector=query_vector, judge_vector=judge_vector)
             description = self.description_vector(kb, run.manifests.get(kb))
             similarity = float(np.dot(query_vector, description)) if description is not None else 0.0
             probes[kb] = routing.KbProbe(kb, result, similarity)
@@ -401,8 +404,8 @@ class AnswerEngine:
         return lambda term: any(index.knows(term) for index in indexes)
 
     def grade(self, run: Run, evidence: list[Evidence], kbs: Sequence[str]) -> tuple[grading.Verdict, str]:
-        # Always judged against the standalone query: a reformulation may find new evidence,
-        # never lower the bar.
+        # Always judged against the standalone query (cosine and coverage): a reformulation may find
+        # new evidence, never lower the bar.
         known = self.term_known(kbs)
         # CJK bigrams that straddle two words never occur in any text; count only those the KB knows.
         query_terms = {t for t in content_terms(run.standalone) if not has_cjk(t) or known(t)}

@@ -229,6 +229,38 @@ def test_never_more_than_three_rounds_even_if_nothing_is_ever_sufficient(agent_s
     assert "test: never sufficient" in answer.answer
 
 
+@pytest.mark.parametrize("snapshot", [True, False], ids=["in-memory", "chroma"])
+def test_later_rounds_are_judged_by_the_standalone_question(agent_service, monkeypatch, snapshot):
+    """A rephrased search may find new evidence, but its cosine is measured against the question it must
+    answer: keywords alone can look closer to a chunk than the question does."""
+    import numpy as np
+
+    from bot.agent import grading
+    from tools import search
+
+    if not snapshot:
+        monkeypatch.setattr(search, "SNAPSHOT_MAX_CHUNKS", 0)  # the path very large KBs take
+    engine = AnswerEngine(agent_service)
+    seen = []
+
+    def record(run, evidence, kbs):
+        seen.append([(e.chunk, e.cosine) for e in evidence])
+        return grading.Verdict(False, "test: never sufficient", missing=run.standalone), "offline"
+
+    monkeypatch.setattr(engine, "grade", record)
+    question = "Could you possibly tell me how many vacation days full-time staff get per year?"
+    answer = engine.answer(question)
+    assert len(answer.rounds) == MAX_ROUNDS and answer.rounds[1].query != question
+
+    standalone = agent_service.embedder.embed_query(question)
+    for rephrased, evidence in zip(answer.rounds[1:], seen[1:], strict=True):
+        rephrased_vector = agent_service.embedder.embed_query(rephrased.query)
+        for chunk, cosine in evidence:
+            [(_, vector)] = agent_service.store.get_chunks_with_vectors(chunk.kb, [chunk.chunk_id])
+            assert cosine == pytest.approx(float(np.dot(vector, standalone)), abs=1e-4)
+            assert abs(cosine - float(np.dot(vector, rephrased_vector))) > 1e-3
+
+
 def test_keyword_reformulation_rescues_a_chatty_question(offline_engine):
     """A question drowned in filler fails round 1; the keyword-only retry on the routed KB answers it."""
     question = "How many vacation days do full-time staff get per year? " + "please tell me more about it " * 8
