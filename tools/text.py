@@ -64,6 +64,35 @@ def content_terms(text: str) -> set[str]:
     return {t for t in keyword_terms(text) if len(t) > 1 or has_cjk(t)}
 
 
+# Identifiers: error codes, config keys, plan and form names, versions ("unroutable_address", "SEV1",
+# "401k", "v4.12.0"). Written in a question, they must appear in the answer's source as written;
+# punctuation inside may differ ("401(k)" is "401k").
+_IDENTIFIER = re.compile(r"(?<![\w.-])[A-Za-z0-9](?:[\w.:/()-]*[A-Za-z0-9])?")
+_IDENTIFIER_PART = re.compile(r"[A-Za-z]+|\d+")
+_ORDINAL_OR_DECADE = re.compile(r"^\d+(?:st|nd|rd|th|s)$", re.I)  # "3rd", "1990s": words, not names
+
+
+def identifiers(text: str) -> list[str]:
+    """Tokens that name something exactly: letters mixed with digits, or words joined by underscores."""
+    found: dict[str, None] = {}
+    for token in _IDENTIFIER.findall(text):
+        has_digit, has_letter = any(c.isdigit() for c in token), any(c.isalpha() for c in token)
+        if has_letter and (has_digit or "_" in token) and len(token) >= 2 and not _ORDINAL_OR_DECADE.match(token):
+            found.setdefault(token, None)
+    return list(found)
+
+
+@lru_cache(maxsize=1024)
+def _identifier_pattern(identifier: str) -> re.Pattern[str]:
+    parts = _IDENTIFIER_PART.findall(identifier)
+    return re.compile(r"(?<![A-Za-z0-9_])" + r"[\W_]{0,2}".join(map(re.escape, parts)) + r"(?![A-Za-z0-9_])", re.I)
+
+
+def mentions(text: str, identifier: str) -> bool:
+    """Whether `text` names `identifier`, ignoring case and up to two punctuation marks between its parts."""
+    return bool(_identifier_pattern(identifier).search(text))
+
+
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|(?<=[。！？；])|\n+")
 
 

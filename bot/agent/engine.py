@@ -28,7 +28,7 @@ from bot.config import Settings
 from tools.manifests import KnowledgeBaseManifest
 from tools.search import Evidence, HybridSearcher, SearchResult
 from tools.service import KnowledgeService
-from tools.text import content_terms, has_cjk, keyword_terms
+from tools.text import content_terms, has_cjk, identifiers, keyword_terms
 
 log = logging.getLogger(__name__)
 
@@ -353,12 +353,14 @@ class AnswerEngine:
         query_vector = embedder.embed_query(query)
         # A later round's rephrasing is judged by the question it must answer (see grade).
         judge_vector = embedder.embed_query(run.standalone) if query != run.standalone and run.rounds else None
+        names = identifiers(query)
         probes = {}
         for kb in kbs:
             result = self.searcher.search(query, kb, k=EVIDENCE_PER_KB, query_vector=query_vector, judge_vector=judge_vector)
             description = self.description_vector(kb, run.manifests.get(kb))
             similarity = float(np.dot(query_vector, description)) if description is not None else 0.0
-            probes[kb] = routing.KbProbe(kb, result, similarity)
+            exact = bool(names) and any(grading.names_all(e, names) for e in result.evidence)
+            probes[kb] = routing.KbProbe(kb, result, similarity, names_identifiers=exact)
             if query == run.standalone:
                 run.probes[kb] = probes[kb]
         return probes
@@ -416,8 +418,9 @@ class AnswerEngine:
             return offline, "offline"
         if not offline.sufficient and "never mentions" in offline.reason:
             return offline, "offline"  # a missing name is a fact, not a judgement call
-        best_cosine = max(e.cosine for e in evidence)
-        if best_cosine < grading.MIN_COSINE:
+        # Evidence too weak for any offline rule is not worth a call; whatever an offline rule accepted,
+        # the LLM reads.
+        if not offline.sufficient and max(e.cosine for e in evidence) < grading.MIN_COSINE:
             return offline, "offline"
         try:
             verdict = self.llm.structured(grading.grade_messages(run.standalone, evidence), grading.GradeVerdict)

@@ -21,6 +21,9 @@ from tools.search import SearchResult
 COSINE_WEIGHT = 1.0
 COVERAGE_WEIGHT = 0.25
 DESCRIPTION_WEIGHT = 0.15
+# A KB whose evidence names the question's identifiers as written ("unroutable_address", "SEV1") is
+# where they are documented, however weakly MiniLM relates the rest of the question to it.
+IDENTIFIER_WEIGHT = 0.1
 # KBs scoring within this margin of the best are searched together (multi-source evidence).
 CO_ROUTE_MARGIN = 0.04
 # A thread stays on its subject: each KB's score also counts the mean of its scores for the thread's
@@ -36,6 +39,7 @@ class KbProbe:
     result: SearchResult
     description_similarity: float
     thread_score: float = 0.0  # this KB's mean score for the thread's earlier questions + for its answers
+    names_identifiers: bool = False  # one of its evidence chunks names every identifier in the query
 
     @property
     def evidence_score(self) -> float:
@@ -44,6 +48,7 @@ class KbProbe:
             COSINE_WEIGHT * self.result.best_cosine
             + COVERAGE_WEIGHT * self.result.best_coverage * max(self.result.best_cosine, 0.0)
             + DESCRIPTION_WEIGHT * self.description_similarity
+            + IDENTIFIER_WEIGHT * self.names_identifiers
         )
 
     @property

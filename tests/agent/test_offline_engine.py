@@ -16,6 +16,7 @@ from bot.agent.access import Scope
 from bot.agent.engine import MAX_QUESTION_CHARS, MAX_ROUNDS, AnswerEngine, EmptyQuestion, clean_slack_markup
 from bot.agent.models import Answer, Turn
 from tools.store import KnowledgeBaseError
+from tools.text import identifiers, mentions
 
 ALL_KBS = ["engineering", "finance", "people", "product"]
 
@@ -124,6 +125,57 @@ def test_refusal_in_chinese_for_a_chinese_question(offline_engine):
 def test_out_of_kb_chinese_question_is_refused(offline_engine):
     answer = offline_engine.answer("东京办公室的黄金周放几天假？")
     assert answer.status == "insufficient_context", answer.answer
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("How does the company match 401k contributions?", ["401k"]),
+        ("A customer gets unroutable_address from the API", ["unroutable_address"]),
+        ("Is SEV1 paged at night, unlike SEV3?", ["SEV1", "SEV3"]),
+        ("What changed in v4.12.0?", ["v4.12.0"]),
+        ("What happened in the 1990s, on the 3rd try?", []),
+        ("How many vacation days do full-time staff get?", []),
+    ],
+)
+def test_identifiers_in_a_question(question, expected):
+    assert identifiers(question) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "identifier", "named"),
+    [
+        ("Lumen matches your 401(k) contributions", "401k", True),
+        ("the 401 kilograms limit", "401k", False),
+        ("returns `unroutable_address` when", "unroutable_address", True),
+        ("an unroutable_address_v2 code", "unroutable_address", False),
+        ("a SEV-1 incident", "SEV1", True),
+        ("a SEV10 incident", "SEV1", False),
+    ],
+)
+def test_an_identifier_is_named_whatever_the_punctuation_inside(text, identifier, named):
+    assert mentions(text, identifier) is named
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "How does the company match 401k contributions?",  # the document writes 401(k)
+        "A customer is getting unroutable_address back from the API - what does that mean?",
+    ],
+)
+def test_a_question_naming_an_identifier_is_answered_from_the_document_that_names_it(
+    offline_engine, fixture_questions, chunk_exists, question
+):
+    """MiniLM reads an error code or a plan name as noise (best cosine < 0.40): the passage that names
+    it as written is the evidence, and its KB is where it is documented."""
+    expected = fixture_questions[question]
+    answer = offline_engine.answer(question)
+    assert_well_formed(answer, chunk_exists)
+    assert answer.status == "answered", [r.reason for r in answer.rounds]
+    assert answer.route.kbs[0] == expected["kb"]
+    assert expected["document"] in documents(answer)
+    assert any(fact in answer.answer for fact in expected["answer_contains"]), answer.answer
 
 
 # --- conversation -------------------------------------------------------------------------------
