@@ -28,6 +28,11 @@ _CONNECTIVE = re.compile(
 _CJK_CONNECTIVE = re.compile(r"^\s*(?:那么|那|还有|另外|而且|然后|如果是)[，,\s]*")
 _PRONOUNS = {"it", "its", "they", "them", "their", "theirs", "this", "that", "these", "those",
              "he", "him", "his", "she", "her", "hers", "there", "one", "ones"}
+# "Is there a limit?" refers to nothing: existential "there" is not the pronoun "there" ("what's the office like there?").
+_EXISTENTIAL_THERE = re.compile(
+    r"\b(?:is|are|was|were|will|would|be)\s+there\b|\bthere\s+(?:is|are|was|were|be|will|would|has|have|had)\b|\bthere['’]s\b",
+    re.I,
+)
 _SUBJECT_PRONOUNS = re.compile(r"\b(it|they|them|he|she|him|her|this|that)\b", re.I)
 _POSSESSIVE_PRONOUNS = re.compile(r"\b(its|their|his|her)\b", re.I)
 _CJK_PRONOUN = re.compile(r"(它们|它|他们|她们|他|她|这个|那个|其)")
@@ -53,7 +58,7 @@ def content_words(text: str) -> list[str]:
 def is_follow_up(question: str) -> bool:
     if _CONNECTIVE.match(question) or _CJK_CONNECTIVE.match(question):
         return True
-    tokens = raw_tokens(question)
+    tokens = raw_tokens(_EXISTENTIAL_THERE.sub(" ", question))
     if has_cjk(question):
         return bool(_CJK_PRONOUN.search(question)) or len(question.strip()) <= 6
     if any(t in _PRONOUNS for t in tokens):

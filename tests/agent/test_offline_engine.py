@@ -199,6 +199,21 @@ def test_self_contained_question_is_left_alone_despite_history(offline_engine):
     assert answer.status == "answered" and "onboarding-guide.md" in documents(answer)
 
 
+@pytest.mark.parametrize(
+    ("question", "follow_up"),
+    [
+        ("Is there a limit on how many weeks can be taken?", False),  # existential "there" refers to nothing
+        ("There's a freeze in December, right?", False),
+        ("And is it paid?", True),
+        ("What is the office like there?", True),  # "there" = a place said before
+    ],
+)
+def test_existential_there_is_not_a_reference(question, follow_up):
+    from bot.agent import condense
+
+    assert condense.is_follow_up(question) is follow_up
+
+
 def test_an_ambiguous_question_follows_the_threads_subject(offline_engine, chunk_exists):
     question = "What is the approval process for exceptions?"  # finance has approval thresholds
     alone = offline_engine.answer(question)
