@@ -26,8 +26,6 @@ MIN_COVERAGE = 0.5  # with a cosine between the two, this share of query terms m
 # Tables and lists embed poorly: nearly all query terms in one chunk can stand in for a weaker cosine.
 TABLE_COSINE = 0.30
 TABLE_COVERAGE = 0.75
-# So can the question's identifiers ("unroutable_address", "401k"), named as written in one chunk:
-# MiniLM reads an error code as noise, but a passage naming it is about it.
 
 _SPECIFIC = re.compile(r"(?<!^)(?<![.!?]\s)\b([A-Z][a-z]+[A-Za-z]*|\d{2,}(?:[.,]\d+)?)\b")
 
@@ -69,6 +67,8 @@ def grade_offline(query: str, evidence: Sequence[Evidence], term_known: Callable
         return Verdict(True, f"match (cosine {best.cosine:.2f}, {coverage:.0%} of query terms)", relevant)
     if best.cosine >= TABLE_COSINE and coverage >= TABLE_COVERAGE:
         return Verdict(True, f"keyword match ({coverage:.0%} of query terms, cosine {best.cosine:.2f})", relevant)
+    # So can the question's identifiers ("unroutable_address", "401k") named as written in one chunk:
+    # MiniLM reads an error code as noise, but a passage naming it is about it.
     names = identifiers(query)
     if names and best.cosine >= TABLE_COSINE and any(names_all(e, names) for e in evidence[:5]):
         return Verdict(True, f"exact match of {', '.join(names)} (cosine {best.cosine:.2f})", relevant)
