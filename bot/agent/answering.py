@@ -18,7 +18,7 @@ import numpy as np
 from bot.agent.grading import evidence_block
 from bot.agent.models import Citation
 from tools.search import Evidence
-from tools.text import answer_units, content_terms, has_cjk
+from tools.text import answer_units, content_terms, has_cjk, identifiers, mentions
 
 MAX_SENTENCES = 3
 MAX_ANSWER_CHARS = 700
@@ -134,12 +134,15 @@ def extractive_answer(
     # Codes and numbers in the question (SEV3, Q4, 401k) are not negotiable: a sentence about SEV2
     # answers nothing about SEV3, however similar it reads.
     anchors = {t for t in query_terms if any(ch.isdigit() for ch in t) and document_frequency.get(t)}
+    # So are identifiers as written ("unroutable_address", "401k" for "401(k)"), when the evidence names them.
+    located = [f"{evidence[c[1]].chunk.location}\n{c[3]}" for c in candidates]
+    names = [n for n in identifiers(query) if any(mentions(text, n) for text in located)]
     focus = {t for t in focus if any(t in terms for terms in sentence_terms)}
     scored = []
-    for (_, rank, position, sentence), terms in zip(candidates, sentence_terms, strict=True):
+    for (_, rank, position, sentence), terms, text in zip(candidates, sentence_terms, located, strict=True):
         overlap = sum(weight[t] for t in query_terms & terms) / total_weight
         score = LEXICAL_WEIGHT * overlap + 0.05 / (1 + rank) - 0.005 * position
-        if anchors - terms:
+        if anchors - terms or not all(mentions(text, n) for n in names):
             score -= ANCHOR_PENALTY
         if focus and not focus & terms:
             score -= ANCHOR_PENALTY

@@ -178,6 +178,24 @@ def test_a_question_naming_an_identifier_is_answered_from_the_document_that_name
     assert any(fact in answer.answer for fact in expected["answer_contains"]), answer.answer
 
 
+def test_the_answer_quotes_the_sentence_that_names_the_identifier(offline_engine, chunk_exists):
+    """Mid-thread on another subject, the error-code question picks up the thread's keywords and its
+    evidence comes from every KB; the quoted sentence must still be the one naming the code."""
+    history = [
+        Turn("user", "How does the company match 401k contributions?"),
+        Turn("assistant", "Lumen matches 100% of the first 4% of salary you contribute. [1]"),
+        Turn("user", "and for contractors?"),
+        Turn("assistant", "Contractors are not eligible for Lumen benefits. [1]"),
+    ]
+    answer = offline_engine.answer(
+        "A customer is getting unroutable_address back from the API - what does that mean?", history
+    )
+    assert_well_formed(answer, chunk_exists)
+    assert answer.status == "answered", [r.reason for r in answer.rounds]
+    assert "unroutable_address" in answer.answer and "could not be geocoded" in answer.answer
+    assert documents(answer) == ["api-reference.pdf"]
+
+
 # --- conversation -------------------------------------------------------------------------------
 
 
