@@ -105,6 +105,7 @@ def extractive_answer(
     embed: Callable[[list[str]], np.ndarray] | None = None,
     focus: set[str] | frozenset[str] = frozenset(),
     unit_vectors: Mapping[str, np.ndarray] | None = None,
+    asked: str | None = None,
 ) -> DraftAnswer | None:
     """The best evidence sentences, cited. With the query's vector, the lexical front-runners are
     re-scored by their meaning (vectors saved at ingest, by chunk id, else `embed`), so a sentence
@@ -134,15 +135,20 @@ def extractive_answer(
     # Codes and numbers in the question (SEV3, Q4, 401k) are not negotiable: a sentence about SEV2
     # answers nothing about SEV3, however similar it reads.
     anchors = {t for t in query_terms if any(ch.isdigit() for ch in t) and document_frequency.get(t)}
-    # So are identifiers as written ("unroutable_address", "401k" for "401(k)"), when the evidence names them.
-    located = [f"{evidence[c[1]].chunk.location}\n{c[3]}" for c in candidates]
-    names = [n for n in identifiers(query) if any(mentions(text, n) for text in located)]
+    # So are identifiers as written ("unroutable_address", "401k" for "401(k)"): when some evidence chunk
+    # names them, a chunk that does not is about something else (its sentences may not, the topic's own
+    # sentences rarely repeat the name).
+    chunk_texts = [f"{e.chunk.header}\n{e.chunk.text}" for e in evidence]
+    # Only the user's own words count: identifiers carried into a follow-up ("and for contractors?" after a
+    # 401k question) place it, they are not what it asks about.
+    names = [n for n in identifiers(asked or query) if any(mentions(text, n) for text in chunk_texts)]
+    off_topic = {rank for rank, text in enumerate(chunk_texts) if not all(mentions(text, n) for n in names)}
     focus = {t for t in focus if any(t in terms for terms in sentence_terms)}
     scored = []
-    for (_, rank, position, sentence), terms, text in zip(candidates, sentence_terms, located, strict=True):
+    for (_, rank, position, sentence), terms in zip(candidates, sentence_terms, strict=True):
         overlap = sum(weight[t] for t in query_terms & terms) / total_weight
         score = LEXICAL_WEIGHT * overlap + 0.05 / (1 + rank) - 0.005 * position
-        if anchors - terms or not all(mentions(text, n) for n in names):
+        if anchors - terms or rank in off_topic:
             score -= ANCHOR_PENALTY
         if focus and not focus & terms:
             score -= ANCHOR_PENALTY

@@ -497,6 +497,7 @@ class AnswerEngine:
             self.embed_sentences,
             focus=focus,
             unit_vectors=saved,
+            asked=run.question,
         )
 
     def embed_sentences(self, texts: list[str]) -> np.ndarray:
