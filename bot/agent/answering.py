@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bot.agent.grading import evidence_block
+from bot.agent.grading import evidence_block, names_all
 from bot.agent.models import Citation
 from tools.search import Evidence
-from tools.text import answer_units, content_terms, has_cjk, identifiers, mentions
+from tools.text import answer_units, content_terms, has_cjk, identifiers
 
 MAX_SENTENCES = 3
 MAX_ANSWER_CHARS = 700
@@ -136,13 +136,11 @@ def extractive_answer(
     # answers nothing about SEV3, however similar it reads.
     anchors = {t for t in query_terms if any(ch.isdigit() for ch in t) and document_frequency.get(t)}
     # So are identifiers as written ("unroutable_address", "401k" for "401(k)"): when some evidence chunk
-    # names them, a chunk that does not is about something else (its sentences may not, the topic's own
-    # sentences rarely repeat the name).
-    chunk_texts = [f"{e.chunk.header}\n{e.chunk.text}" for e in evidence]
-    # Only the user's own words count: identifiers carried into a follow-up ("and for contractors?" after a
-    # 401k question) place it, they are not what it asks about.
-    names = [n for n in identifiers(asked or query) if any(mentions(text, n) for text in chunk_texts)]
-    off_topic = {rank for rank, text in enumerate(chunk_texts) if not all(mentions(text, n) for n in names)}
+    # names them, a chunk that does not is about something else. Per chunk, not per sentence: the
+    # sentences of the right passage rarely all repeat the name. Only the user's own words count: an
+    # identifier carried into a follow-up ("and for contractors?" after a 401k question) only places it.
+    names = [n for n in identifiers(asked or query) if any(names_all(e, [n]) for e in evidence)]
+    off_topic = {rank for rank, e in enumerate(evidence) if not names_all(e, names)}
     focus = {t for t in focus if any(t in terms for terms in sentence_terms)}
     scored = []
     for (_, rank, position, sentence), terms in zip(candidates, sentence_terms, strict=True):
