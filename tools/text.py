@@ -77,7 +77,7 @@ def identifiers(text: str) -> list[str]:
     found: dict[str, None] = {}
     for token in _IDENTIFIER.findall(text):
         has_digit, has_letter = any(c.isdigit() for c in token), any(c.isalpha() for c in token)
-        if has_letter and (has_digit or "_" in token) and len(token) >= 2 and not _ORDINAL_OR_DECADE.match(token):
+        if has_letter and (has_digit or "_" in token) and not _ORDINAL_OR_DECADE.match(token):
             found.setdefault(token, None)
     return list(found)
 
