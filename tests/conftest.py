@@ -151,3 +151,11 @@ def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> C
         return CliResult(code, captured.out, captured.err)
 
     return run
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 - pytest's hook signature
+    """The reliability suite's one line of figures (tests/helpers/figures.py), when any of it ran."""
+    from helpers import figures
+
+    if figures.touched():
+        terminalreporter.write_line(figures.line())

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from bot.config import Settings
+from bot.config import REPO_ROOT, Settings
 
 # Variables a child process may inherit: the rest (API keys, Slack tokens, CHROMA_HOST...) stay out.
 _PASS_THROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT", "PYTHONHASHSEED")
@@ -43,7 +43,9 @@ def settings_env(settings: Settings) -> dict[str, str]:
 def child_env(settings: Settings, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in _PASS_THROUGH}
     env.update(settings_env(settings))
-    env.update({"TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"})
+    # The child runs the code of this checkout (a git worktree included), not whatever the venv's
+    # editable install points at.
+    env.update({"TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO_ROOT)})
     env.update(extra)
     return env
 
