@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bot.config import Settings
 from tools.chunking import ChunkDraft, chunk_document
+from tools.config import ToolSettings
 from tools.embeddings import Embedder, EmbeddingError, embed_chunks
 from tools.parsing import SUPPORTED_SUFFIXES, ParsedDocument, Section, UnreadableDocument, parse_file
 from tools.registry import PendingVersion
@@ -87,7 +87,7 @@ def file_content_hash(path: Path) -> str:
 class Ingestor:
     def __init__(
         self,
-        settings: Settings,
+        settings: ToolSettings,
         store: KnowledgeStore,
         embedder: Callable[[], Embedder],
         embedding_identity: tuple[str, int],

@@ -23,7 +23,7 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
-from bot.agent.models import Answer, Citation
+from bot.core import Answer, Citation
 
 FEEDBACK_ACTION_ID = "kb_feedback"
 SECTION_LIMIT = 2900  # Slack's limit for a section's text is 3000 characters
