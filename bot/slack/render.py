@@ -81,7 +81,8 @@ _INVISIBLE = re.compile(
     "\U000e0000-\U000e007f\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
 )
 _BROADCAST_WORD = re.compile(r"(?<![\w@＠])@(channel|here|everyone)\b", re.I)
-_ENTITY_LIKE = re.compile(r"&(?=#\d+;?|#[xX][0-9a-fA-F]+;?|[A-Za-z][A-Za-z0-9]{1,31};)")
+# `&` starting an entity (also the legacy `&lt`, `&gt`, `&amp` without `;` that HTML decodes)
+_ENTITY_LIKE = re.compile(r"&(?=#\d+;?|#[xX][0-9a-fA-F]+;?|[A-Za-z][A-Za-z0-9]{1,31};|(?:lt|gt|amp|quot)(?![a-z]))", re.I)
 _URL = re.compile(r"https?://[A-Za-z0-9\-._~%!$&'()*+,;=:@/?#\[\]]+\Z", re.I)
 _ENTITY_IN_URL = re.compile(r"&(#\d+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);")
 # A mrkdwn string's unbreakable pieces: kbbot's own links, entities, whitespace runs, words.

@@ -215,6 +215,11 @@ def test_links_render_only_from_validated_urls_with_escaped_labels():
     md = to_markdown("See [a <b> & c](https://docs.example/a?b=1&c=2) and [x](javascript:alert(1)).")
     assert "[a ＜b> & c](https://docs.example/a?b=1&c=2)" in md, md
     assert "](javascript" not in md.replace("\\]", "")
+    from bot.slack.render import markdown_escape
+
+    assert markdown_escape("R&D, Q&A, AT&T & co") == "R&D, Q&A, AT&T & co"  # ordinary ampersands stay
+    for entity in ("&lt;!channel&gt;", "&lt!channel&gt", "&#60;@U1&#62;", "&#x3C;#C1&#x3E;", "&LT;!here&GT;"):
+        assert "&" not in markdown_escape(entity) and "<" not in markdown_escape(entity), entity
 
 
 def test_well_formed_answers_still_render_as_before():
