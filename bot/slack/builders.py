@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 
 from slack_sdk.models.blocks import (
@@ -20,7 +21,7 @@ from slack_sdk.models.blocks.block_elements import FileInputElement
 from slack_sdk.models.views import View
 
 from bot.core import SUPPORTED_SUFFIXES
-from bot.slack.render import escape
+from bot.slack.render import NAME_CHARS, clamp, escape, sanitize, shorten
 
 HELP = """*`/kb` — the knowledge-base bot*
 • `/kb ask <question>` — answer privately, with sources
@@ -70,7 +71,7 @@ def upload_modal(kbs: Sequence[str], initial_kb: str | None, max_mb: float, meta
 
 def which_kb(file_names: Sequence[str], file_ids: Sequence[str], kbs: Sequence[str]) -> tuple[str, list[dict]]:
     """"Which knowledge base should I add these to?" with a button per KB (the file ids ride along)."""
-    names = ", ".join(f"`{escape(n)}`" for n in file_names)
+    names = clamp(", ".join(f"`{escape(shorten(n, NAME_CHARS))}`" for n in file_names), 2500)
     value = json.dumps({"files": list(file_ids)})
     buttons = [ButtonElement(text=kb, action_id=f"{CHOICE_ACTION_PREFIX}{kb}", value=value) for kb in list(kbs)[:MAX_CHOICES]]
     blocks = [SectionBlock(text=MarkdownTextObject(text=f"Which knowledge base should I add {names} to?"))]
@@ -79,13 +80,22 @@ def which_kb(file_names: Sequence[str], file_ids: Sequence[str], kbs: Sequence[s
     return f"Which knowledge base should I add {len(file_names)} file(s) to?", [b.to_dict() for b in blocks]
 
 
+_USER_ID = re.compile(r"^[UW][A-Z0-9]{2,20}$")
+
+
 def uploaders_text(uploaders: Sequence[str]) -> str:
-    people = [f"<@{u}>" for u in uploaders if u.isalnum()]
+    """Mentions of the uploaders (only real user ids become mentions: kb.toml is not trusted markup)."""
+    people = [f"<@{u}>" if _USER_ID.match(u) else escape(u) for u in uploaders]
     return ", ".join(people) if people else "nobody yet (set `uploaders` in its kb.toml, or KBBOT_ADMIN_USERS)"
 
 
 def not_allowed(kb: str, uploaders: Sequence[str]) -> str:
     return f":no_entry: Only the uploaders of `{escape(kb)}` can add or delete its documents: {uploaders_text(uploaders)}."
+
+
+def not_allowed_plain(kb: str) -> str:
+    """For a modal's inline error (plain text, 150 characters at most)."""
+    return shorten(f"Only the uploaders of {sanitize(kb)} can add documents to it; ask them or an admin.", 150)
 
 
 def no_such_kb(kb: str) -> str:

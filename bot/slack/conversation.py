@@ -19,7 +19,7 @@ from slack_sdk.errors import SlackApiError
 from bot.core import EmptyQuestion, Origin, Turn
 from bot.slack.deps import SlackDeps
 from bot.slack.markup import clean_text
-from bot.slack.render import RenderedAnswer, render_answer, render_error
+from bot.slack.render import RenderedAnswer, render_answer, render_error, shorten
 from bot.slack.work import fire_and_forget
 
 log = logging.getLogger(__name__)
@@ -153,7 +153,7 @@ class StatusReporter:
         with self._lock:
             if self._closed:
                 return
-            self._pending = text[:100]
+            self._pending = shorten(text, 100)
         fire_and_forget(self.deps.side, self._flush)
 
     def _flush(self) -> None:

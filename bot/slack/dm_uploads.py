@@ -14,7 +14,7 @@ from bot.core import AccessDenied, NotFound, Origin
 from bot.slack import builders
 from bot.slack.deps import SlackDeps
 from bot.slack.markup import clean_text
-from bot.slack.render import escape
+from bot.slack.render import NAME_CHARS, clamp, escape, shorten
 from bot.slack.uploads import SlackFile, ingest_slack_files, precheck, results_text
 
 log = logging.getLogger(__name__)
@@ -48,8 +48,8 @@ def handle_dm_files(deps: SlackDeps, client: WebClient, event: dict) -> None:
         return
     refused = [(f, r) for f in files if f.url and (r := precheck(f, deps.settings.max_upload_bytes))]
     if refused and len(refused) == len(files):
-        lines = "\n".join(f":no_entry: `{escape(f.name)}` — refused: {escape(r)}" for f, r in refused)
-        _post(client, channel, thread_ts, f"I can't ingest these files:\n{lines}")
+        lines = "\n".join(f":no_entry: `{escape(shorten(f.name, NAME_CHARS))}` — refused: {escape(r)}" for f, r in refused)
+        _post(client, channel, thread_ts, clamp(f"I can't ingest these files:\n{lines}"))
         return
     named = named_kbs(clean_text(event.get("text")), {v.name for v in deps.bot.visible_kbs(origin)} | set(mine))
     if len(named) == 1:

@@ -13,14 +13,14 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from urllib.parse import urlparse
+from urllib.parse import quote, urlparse, urlsplit, urlunsplit
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot.core import SUPPORTED_SUFFIXES, USER_ERRORS, AccessDenied, NotFound, Origin, Upload
 from bot.slack.deps import SlackDeps
-from bot.slack.render import escape
+from bot.slack.render import NAME_CHARS, clamp, escape, shorten
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +101,8 @@ def download(url: str, token: str, max_bytes: int, trusted_hosts: set[str], expe
     if not is_trusted_host(url, trusted_hosts):
         raise DownloadError("the file's URL is not a Slack URL; refusing to send the bot token there")
     opener = urllib.request.build_opener(_NoTokenLeakRedirects(trusted_hosts))
+    parts = urlsplit(url)  # a file name with non-ASCII characters is part of the path
+    url = urlunsplit(parts._replace(path=quote(parts.path, safe="/%"), query=quote(parts.query, safe="=&%")))
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
     try:
         with opener.open(request, timeout=DOWNLOAD_TIMEOUT_S) as response:
@@ -170,9 +172,10 @@ def ingest_slack_files(deps: SlackDeps, client: WebClient, origin: Origin, kb: s
 
 def results_text(kb: str, results: list[FileResult]) -> str:
     ok = sum(r.ok for r in results)
-    lines = [f"*Upload to `{kb}`*: {ok} of {len(results)} file{'s' if len(results) != 1 else ''} ingested"]
+    lines = [f"*Upload to `{escape(kb)}`*: {ok} of {len(results)} file{'s' if len(results) != 1 else ''} ingested"]
     for r in results:
-        name, detail = escape(r.name), escape(r.detail or "unknown error")
+        name = escape(shorten(r.name, NAME_CHARS)).replace("`", "'")
+        detail = escape(shorten(r.detail or "unknown error", 200))
         if r.status == "ready":
             lines.append(f":white_check_mark: `{name}` — ready, {r.chunks} chunk{'s' if r.chunks != 1 else ''}")
         elif r.status == "unchanged":
@@ -181,4 +184,4 @@ def results_text(kb: str, results: list[FileResult]) -> str:
             lines.append(f":no_entry: `{name}` — refused: {detail}")
         else:
             lines.append(f":x: `{name}` — failed: {detail}")
-    return "\n".join(lines)
+    return clamp("\n".join(lines))

@@ -92,7 +92,7 @@ def delete_document(deps: SlackDeps, respond: Respond, origin: Origin, kb: str, 
         respond(text=builders.not_allowed(kb, exc.uploaders), response_type="ephemeral")
         return
     except NotFound as exc:
-        respond(text=f":x: {escape(str(exc))}", response_type="ephemeral")
+        respond(text=f":x: {escape(shorten(str(exc), 300))}", response_type="ephemeral")
         return
     respond(text=f":wastebasket: Deleted `{escape(document)}` from `{escape(kb)}`.", response_type="ephemeral")
 

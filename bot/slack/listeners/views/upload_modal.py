@@ -29,8 +29,8 @@ def handle_upload_submission(deps: SlackDeps, ack: Ack, body: dict, view: dict, 
     except NotFound:
         ack(response_action="errors", errors={KB_BLOCK: "Choose a knowledge base."})
         return
-    except AccessDenied as exc:
-        ack(response_action="errors", errors={KB_BLOCK: shorten(builders.not_allowed(kb, exc.uploaders).replace(":no_entry: ", ""), 150)})
+    except AccessDenied:
+        ack(response_action="errors", errors={KB_BLOCK: builders.not_allowed_plain(kb)})
         return
     if not files:
         ack(response_action="errors", errors={FILES_BLOCK: "Choose at least one file."})
