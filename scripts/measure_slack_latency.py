@@ -36,11 +36,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "slack")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from fake_slack import BOT_TOKEN, BOT_USER, FakeSlack  # noqa: E402
-from slack_helpers import SIGNING_SECRET, SlackSender, unique  # noqa: E402
+from helpers.fake_slack import BOT_TOKEN, BOT_USER, FakeSlack  # noqa: E402
+from helpers.slack_helpers import SIGNING_SECRET, SlackSender, unique  # noqa: E402
 
 from bot.config import Settings  # noqa: E402
 

@@ -10,10 +10,10 @@ import time
 import urllib.request
 
 import pytest
-from fake_slack import BOT_TOKEN
 from helpers.cli import child_env, kbbot_command
+from helpers.fake_slack import BOT_TOKEN
 from helpers.settings import build_settings
-from slack_helpers import SIGNING_SECRET, sign
+from helpers.slack_helpers import SIGNING_SECRET, sign
 
 from bot.config import Settings
 

@@ -9,8 +9,8 @@ import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from fake_slack import BOT_ID, BOT_TOKEN, BOT_USER
-from slack_helpers import dm_channel, unique
+from helpers.fake_slack import BOT_ID, BOT_TOKEN, BOT_USER
+from helpers.slack_helpers import dm_channel, unique
 
 from bot.core import Origin
 
@@ -49,12 +49,7 @@ def documents_of(bot, kb: str) -> set[str]:
 
 
 def settle(bot, timeout: float = 10.0) -> None:
-    """Wait (bounded) until the bot's background work is done; Bolt's own listener threads get a moment too."""
-    deadline = time.monotonic() + timeout
-    time.sleep(0.05)
-    while not bot.deps.idle():
-        assert time.monotonic() < deadline, "the bot's background work did not finish"
-        time.sleep(0.02)
+    bot.settle(timeout)
 
 
 # --- conversations -----------------------------------------------------------------------------

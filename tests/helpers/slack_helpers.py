@@ -12,7 +12,7 @@ import urllib.request
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from fake_slack import BOT_USER, TEAM, FakeSlack
+from helpers.fake_slack import BOT_USER, TEAM, FakeSlack
 
 SIGNING_SECRET = "kbbot-test-signing-secret"
 APP_ID = "A0KBBOT0001"
