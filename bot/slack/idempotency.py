@@ -5,11 +5,15 @@ Slack redelivers an event (same `event_id`, `X-Slack-Retry-Num: 1..3`) when it d
 with different event ids). Both are handled by *claiming* a key before acting: `event:<event_id>` for
 deliveries and `message:<channel>:<ts>` for the message being answered. Claims live in SQLite in the
 data dir (a restart does not re-answer a redelivered event) and expire after a day.
+
+A claimed question is also *held* until its reply is posted: the question itself is kept with the claim,
+so a bot killed while answering answers it when it starts again (`bot.slack.resume`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import sqlite3
 import threading
@@ -38,6 +42,9 @@ class ClaimLedger:
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=NORMAL")
                 self._db.execute("CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, at REAL NOT NULL)")
+                self._db.execute(
+                    "CREATE TABLE IF NOT EXISTS held (key TEXT PRIMARY KEY, payload TEXT NOT NULL, at REAL NOT NULL)"
+                )
             except sqlite3.Error as exc:
                 log.warning("delivery ledger %s unavailable (%s); de-duplicating in memory only", path, exc)
                 self._db = None
@@ -64,6 +71,33 @@ class ClaimLedger:
                 seen = self._memory.get(key)
                 self._memory[key] = now
                 return seen is None
+
+    def hold(self, key: str, payload: dict) -> None:
+        """Keep a claimed question until `release`: if the process dies first, a restart answers it."""
+        with self._lock:
+            if self._db is None:
+                return
+            try:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO held (key, payload, at) VALUES (?, ?, ?)", (key, json.dumps(payload), time.time())
+                )
+            except sqlite3.Error as exc:
+                log.warning("could not hold %s for a restart (%s)", key, exc)
+
+    def release(self, key: str) -> None:
+        """The question was answered (or never can be): nothing to resume."""
+        with self._lock:
+            if self._db is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("DELETE FROM held WHERE key = ?", (key,))
+
+    def held(self) -> list[tuple[str, dict, float]]:
+        """Questions claimed by an earlier run and never answered: (key, payload, when claimed), oldest first."""
+        with self._lock:
+            if self._db is None:
+                return []
+            rows = self._db.execute("SELECT key, payload, at FROM held ORDER BY at").fetchall()
+        return [(key, json.loads(payload), at) for key, payload, at in rows]
 
     def _prune(self, now: float) -> None:
         cutoff = now - self.ttl_s

@@ -72,6 +72,7 @@ class FakeSlack:
             self.files: dict[str, tuple[dict, bytes]] = {}
             self.errors: dict[str, str] = {}  # method -> Slack error to return
             self.rate_limit: dict[str, int] = {}  # method -> how many 429s to return first
+            self.delays: dict[str, float] = {}  # method -> seconds to stall before answering (recorded first)
             self.downloads: list[tuple[str, str | None]] = []  # (path, authorization header)
 
     # --- state helpers for tests -------------------------------------------------------------
@@ -139,6 +140,10 @@ class FakeSlack:
 
     def api(self, method: str, params: dict, token: str | None) -> tuple[int, dict, dict]:
         self._record(method, params, token)
+        with self._lock:
+            delay = self.delays.get(method, 0.0)
+        if delay:
+            time.sleep(delay)
         with self._lock:
             if self.rate_limit.get(method, 0) > 0:
                 self.rate_limit[method] -= 1

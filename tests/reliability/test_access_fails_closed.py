@@ -16,7 +16,7 @@ import time
 
 import pytest
 from helpers import figures
-from helpers.fake_slack import BOT_USER, FakeSlack
+from helpers.fake_slack import FakeSlack
 from helpers.slack_helpers import dm_channel
 from helpers.slackbot import running_bot, slack_settings_for
 
