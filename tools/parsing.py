@@ -151,7 +151,10 @@ def _normalise_space(text: str) -> str:
 def decode_text(raw: bytes) -> str:
     """Decode bytes of unknown encoding; refuse binary data."""
     if b"\x00" in raw[:8192] and not raw.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise UnreadableDocument("the file looks binary, not text")
+        text = _utf16_without_bom(raw)
+        if text is None:
+            raise UnreadableDocument("the file looks binary, not text")
+        return text
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -164,6 +167,27 @@ def decode_text(raw: bytes) -> str:
     if control > max(8, len(text) // 100):
         raise UnreadableDocument("the file looks binary, not text")
     return text
+
+
+def _utf16_without_bom(raw: bytes) -> str | None:
+    """UTF-16 text saved without a byte-order mark (Latin script: every other byte is NUL), or None."""
+    sample = raw[: 8192 - 8192 % 2] if len(raw) >= 8192 else raw[: len(raw) - len(raw) % 2]
+    half = len(sample) // 2
+    if half < 2 or len(raw) % 2:
+        return None
+    even_nuls, odd_nuls = sample[0::2].count(0), sample[1::2].count(0)
+    if odd_nuls >= half * 0.3 and even_nuls <= half * 0.02:
+        encoding = "utf-16-le"
+    elif even_nuls >= half * 0.3 and odd_nuls <= half * 0.02:
+        encoding = "utf-16-be"
+    else:
+        return None
+    try:
+        text = raw.decode(encoding)
+    except UnicodeDecodeError:
+        return None
+    control = sum(1 for ch in text[:8192] if ord(ch) < 32 and ch not in "\n\r\t\f")
+    return None if control > max(8, min(len(text), 8192) // 100) else text
 
 
 # Legacy encodings people's files really come in, most likely first. Detection considers only these
@@ -542,6 +566,8 @@ def _check_docx_parts(raw: bytes, limits: ParseLimits) -> None:
                                     f"refused: the DOCX part {info.filename} declares XML entities (a DOCTYPE), "
                                     "which Word never writes (XML entity bomb?)"
                                 )
+            except UnreadableDocument:
+                raise
             except zipfile.BadZipFile as exc:  # "Bad CRC-32": the part is not what the archive says it is
                 raise UnreadableDocument(
                     f"the DOCX is damaged: {info.filename} does not match its checksum (its declared size may be "
