@@ -21,7 +21,6 @@ from helpers.cli import run_kbbot
 from helpers.documents import encrypt_pdf, write_corrupt_pdf, write_docx_zip_bomb, write_pdf
 
 from bot.config import Settings
-from tools.parsing import ParseLimits
 from tools.search import HybridSearcher
 from tools.service import KnowledgeService
 
@@ -49,7 +48,7 @@ def fingerprint(service: KnowledgeService, kb: str) -> tuple:
     documents = [(d.name, d.state, d.live_version, d.live_hash, d.live_chunks) for d in registry.list_documents(kb)]
     searcher = HybridSearcher(service.store, service.embedder)
     hits = [[(e.chunk_id, round(e.score, 6)) for e in searcher.search(q, kb, k=5).evidence] for q in QUERIES]
-    return documents, registry.origins(kb), service.store.collection(kb).count(), hits
+    return documents, service.store.collection(kb).count(), hits
 
 
 def refused(
@@ -103,6 +102,8 @@ def test_pdf_hiding_5000_pages_behind_a_small_count(service, kb, tmp_path: Path)
 def test_slow_pdf_is_killed_at_the_time_limit_and_nothing_holds_the_kb(service, kb, tmp_path: Path) -> None:
     """Text extraction that no pure-Python check can interrupt: the worker is killed at the limit; while
     it runs, the KB stays readable; afterwards a good file ingests (a fresh worker)."""
+    from tools.parsing import ParseLimits
+
     slow = hostile.pdf_slow_content(tmp_path / "slow.pdf")
     assert slow.stat().st_size < 200_000
     service.ingestor.parse_limits = ParseLimits(timeout_s=1.0)
@@ -129,6 +130,8 @@ def test_slow_pdf_is_killed_at_the_time_limit_and_nothing_holds_the_kb(service, 
 
 
 def test_parse_over_the_memory_cap_fails_cleanly(service, kb, tmp_path: Path) -> None:
+    from tools.parsing import ParseLimits
+
     service.ingestor.parse_limits = ParseLimits(max_memory_mb=300, max_chars=50_000_000)
     big = tmp_path / "big.md"
     big.write_text("# Big\n\n" + "word " * 4_000_000, encoding="utf-8")  # 20 MB of text
