@@ -22,10 +22,16 @@ def _print_json(payload: object) -> None:
     print(json.dumps(payload, ensure_ascii=False, indent=None))
 
 
-def _service(settings: Settings):
-    from tools.service import KnowledgeService
+def _bot(settings: Settings):
+    from bot.core import KnowledgeBot
 
-    return KnowledgeService(settings)
+    return KnowledgeBot(settings)
+
+
+def _cli():
+    from bot.core import Origin
+
+    return Origin.cli()
 
 
 # --- kb / ingest ------------------------------------------------------------------------------
@@ -48,7 +54,7 @@ def _print_report(report, as_json: bool) -> None:
 
 
 def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
-    report = _service(settings).ingest(args.kb, [Path(p) for p in args.paths], progress=not args.json)
+    report = _bot(settings).ingest_paths(_cli(), args.kb, [Path(p) for p in args.paths], progress=not args.json)
     _print_report(report, args.json)
     if not args.json:
         for doc in report.documents:
@@ -58,25 +64,31 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_kb_list(args: argparse.Namespace, settings: Settings) -> int:
-    summaries = _service(settings).summaries()
+    summaries = _bot(settings).summaries(_cli())
     if args.json:
         _print_json([s.to_json() for s in summaries])
         return EXIT_OK
     if not summaries:
         print("No knowledge bases yet. Create one with `kbbot kb create NAME --description TEXT`.")
     for s in summaries:
-        print(f"{s.name}: {s.ready_documents}/{s.documents} documents ready, {s.chunks} chunks — {s.description}")
+        access = {"public": "", "restricted": " · restricted"}.get(s.visibility or "", " · command line only")
+        print(f"{s.name}: {s.ready_documents}/{s.documents} documents ready, {s.chunks} chunks{access} — {s.description}")
+        if s.problem:
+            print(f"  ! {s.problem}")
     return EXIT_OK
 
 
 def cmd_kb_create(args: argparse.Namespace, settings: Settings) -> int:
-    _service(settings).create_kb(args.name, args.description)
-    print(f"created knowledge base {args.name!r}")
+    _bot(settings).create_kb(
+        _cli(), args.name, args.description, restricted=args.restricted, allowed_channels=args.allowed_channel,
+        channels=args.channel, uploaders=args.uploader,
+    )
+    print(f"created knowledge base {args.name!r} ({'restricted' if args.restricted else 'public'})")
     return EXIT_OK
 
 
 def cmd_kb_sync(args: argparse.Namespace, settings: Settings) -> int:
-    reports = _service(settings).sync(progress=not args.json, keep_missing=args.keep_missing)
+    reports = _bot(settings).sync(_cli(), progress=not args.json, keep_missing=args.keep_missing)
     if args.json:
         _print_json(
             {
@@ -91,13 +103,13 @@ def cmd_kb_sync(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_kb_delete_doc(args: argparse.Namespace, settings: Settings) -> int:
-    _service(settings).delete_document(args.kb, args.document)
+    _bot(settings).delete_document(_cli(), args.kb, args.document)
     print(f"deleted {args.kb}/{args.document}")
     return EXIT_OK
 
 
 def cmd_kb_reindex(args: argparse.Namespace, settings: Settings) -> int:
-    count = _service(settings).reindex(args.name, progress=True)
+    count = _bot(settings).reindex(_cli(), args.name, progress=True)
     print(f"re-embedded {count} chunks of {args.name!r}")
     return EXIT_OK
 
@@ -106,6 +118,16 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from bot.slack.server import cmd_serve as serve  # slack-bolt loads only for `serve`
 
     return serve(args, settings)
+
+
+def cmd_start(args: argparse.Namespace, settings: Settings) -> int:
+    """What `make run` starts: the Slack bot when Slack tokens are set, otherwise the console chat."""
+    if settings.slack_enabled:
+        return cmd_serve(argparse.Namespace(host="0.0.0.0", port=None), settings)
+    print("No SLACK_BOT_TOKEN set: starting the local console chat (see README to connect Slack).")
+    from bot.console import cmd_chat
+
+    return cmd_chat(argparse.Namespace(kb=None), settings)
 
 
 # --- parser -----------------------------------------------------------------------------------
@@ -129,6 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
     kb_create = kb.add_parser("create", help="create an (undeclared) knowledge base")
     kb_create.add_argument("name")
     kb_create.add_argument("--description", required=True)
+    kb_create.add_argument("--restricted", action="store_true", help="searched and cited only in --allowed-channel")
+    kb_create.add_argument("--allowed-channel", action="append", default=[], metavar="CHANNEL_ID")
+    kb_create.add_argument("--channel", action="append", default=[], metavar="CHANNEL_ID", help="searched first here")
+    kb_create.add_argument("--uploader", action="append", default=[], metavar="USER_ID")
     kb_create.set_defaults(handler=cmd_kb_create)
     kb_sync = kb.add_parser("sync", help="ingest every declared knowledge base's docs/ folder")
     kb_sync.add_argument("--json", action="store_true")
@@ -148,9 +174,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=None, help="HTTP mode: port (default: PORT or 3000)")
     serve.set_defaults(handler=cmd_serve)
 
-    from bot.console import add_parsers as add_console_parsers  # ask, chat, start
+    from bot.console import add_parsers as add_console_parsers  # ask, chat
 
     add_console_parsers(commands)
+    start = commands.add_parser("start", help="the Slack bot if Slack tokens are set, else the console chat")
+    start.set_defaults(handler=cmd_start)
 
     from bot.eval.cli import add_parser as add_eval_parser  # argparse only; the harness loads lazily
 
@@ -167,14 +195,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from bot.console import InputError
-    from tools.embeddings import EmbeddingError
-    from tools.manifests import ManifestError
-    from tools.store import KnowledgeBaseError
+    from bot.core import USER_ERRORS
 
     try:
         settings = load_settings()
         return args.handler(args, settings)
-    except (CliError, KnowledgeBaseError, ManifestError, EmbeddingError, InputError) as exc:
+    except (CliError, InputError, *USER_ERRORS) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:

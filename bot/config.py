@@ -9,6 +9,8 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tools.config import ToolSettings
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -21,7 +23,6 @@ class Settings(BaseSettings):
     knowledge_bases_dir: Path = Field(REPO_ROOT / "knowledge_bases", alias="KBBOT_KNOWLEDGE_BASES_DIR")
 
     embedding_backend: Literal["local", "openai"] = Field("local", alias="KBBOT_EMBEDDING_BACKEND")
-    local_embedding_model: str = Field("all-MiniLM-L6-v2", alias="KBBOT_LOCAL_EMBEDDING_MODEL")
     openai_embedding_model: str = Field("text-embedding-3-small", alias="KBBOT_OPENAI_EMBEDDING_MODEL")
 
     openai_api_key: SecretStr | None = Field(None, alias="OPENAI_API_KEY")
@@ -38,6 +39,8 @@ class Settings(BaseSettings):
     slack_api_url: str | None = Field(None, alias="SLACK_API_URL")
     port: int = Field(3000, alias="PORT")
     slack_workers: int = Field(8, alias="KBBOT_SLACK_WORKERS", ge=1, le=64)
+    slack_queue: int = Field(100, alias="KBBOT_SLACK_QUEUE", ge=1)
+    slack_ingest_workers: int = Field(2, alias="KBBOT_SLACK_INGEST_WORKERS", ge=1, le=16)
     slack_streaming: bool = Field(True, alias="KBBOT_SLACK_STREAMING")
     slack_warmup: bool = Field(True, alias="KBBOT_SLACK_WARMUP")
 
@@ -63,9 +66,23 @@ class Settings(BaseSettings):
 
     @cached_property
     def resolved_data_dir(self) -> Path:
-        path = self.data_dir.expanduser().resolve()
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+        return self.tools.resolved_data_dir
+
+    @cached_property
+    def tools(self) -> ToolSettings:
+        """What the tools layer needs (it reads no environment of its own)."""
+        return ToolSettings(
+            data_dir=self.data_dir,
+            knowledge_bases_dir=self.knowledge_bases_dir,
+            embedding_backend=self.embedding_backend,
+            openai_embedding_model=self.openai_embedding_model,
+            openai_api_key=self.openai_api_key,
+            openai_base_url=self.openai_base_url,
+            openai_timeout_s=self.llm_timeout_s,
+            chroma_host=self.chroma_host,
+            chroma_port=self.chroma_port,
+            max_upload_bytes=self.max_upload_bytes,
+        )
 
 
 def load_settings(**overrides: object) -> Settings:

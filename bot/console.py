@@ -7,8 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from bot.agent.models import Answer, Turn
 from bot.config import Settings
+from bot.core import USER_ERRORS, Answer, EmptyQuestion, KnowledgeBot, NotFound, Origin, Turn
 
 CHAT_HELP = """Commands: /trace (rounds of the last answer), /kb NAME (pin a knowledge base), /kb (unpin),
 /kbs (list knowledge bases), /new (forget the conversation), /quit. Anything else is a question."""
@@ -78,13 +78,6 @@ def render_trace(answer: Answer) -> str:
     return "\n".join(lines)
 
 
-def _engine(settings: Settings):
-    from bot.agent.engine import AnswerEngine
-    from tools.service import KnowledgeService
-
-    return AnswerEngine(KnowledgeService(settings))
-
-
 def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     # Input first: a malformed file is reported before the engine (seconds of imports) loads.
     if args.questions:
@@ -94,16 +87,13 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
             raise InputError("give a QUESTION or --questions FILE")
         history = load_history(args.history)
 
-    from bot.agent.engine import EmptyQuestion
-    from tools.store import KnowledgeBaseError
-
+    bot, origin = KnowledgeBot(settings), Origin.cli()
     if args.questions:
-        engine = _engine(settings)
         failures = 0
         for row in rows:
             try:
-                answer = engine.answer(row["question"], row["history"], kb=row.get("kb") or args.kb)
-            except (EmptyQuestion, KnowledgeBaseError) as exc:  # this line fails; the others still run
+                answer = bot.ask(origin, row["question"], row["history"], kb=row.get("kb") or args.kb).answer
+            except USER_ERRORS as exc:  # this line fails; the others still run
                 failures += 1
                 print(json.dumps({"question": row["question"], "error": str(exc)}) if args.json else f"error: {exc}")
                 continue
@@ -111,7 +101,7 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
         return 1 if failures else 0
 
     try:
-        answer = _engine(settings).answer(args.question, history, kb=args.kb)
+        answer = bot.ask(origin, args.question, history, kb=args.kb).answer
     except EmptyQuestion as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -120,11 +110,11 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
-    from bot.agent.engine import EmptyQuestion
-
-    engine = _engine(settings)
-    kbs = [s.name for s in engine.service.summaries() if s.ready_documents]
-    print(f"kbbot chat — {engine.mode} mode, knowledge bases: {', '.join(kbs) or 'none (run `kbbot kb sync`)'}")
+    bot, origin = KnowledgeBot(settings), Origin.cli()
+    for problem in bot.refresh():
+        print(f"warning: {problem}")
+    kbs = [v.name for v in bot.visible_kbs(origin) if v.ready_documents]
+    print(f"kbbot chat — {bot.mode} mode, knowledge bases: {', '.join(kbs) or 'none (run `kbbot kb sync`)'}")
     print(CHAT_HELP)
     history: list[Turn] = []
     pinned: str | None = args.kb
@@ -147,8 +137,8 @@ def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
             print("(conversation cleared)")
             continue
         if line == "/kbs":
-            for s in engine.service.summaries():
-                print(f"  {s.name}: {s.ready_documents} documents — {s.description[:90]}")
+            for view in bot.visible_kbs(origin):
+                print(f"  {view.name}: {view.ready_documents} documents — {view.description[:90]}")
             continue
         if line.startswith("/kb"):
             name = line[3:].strip() or None
@@ -162,22 +152,12 @@ def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
             print(CHAT_HELP)
             continue
         try:
-            last = engine.answer(line, history, kb=pinned)
-        except EmptyQuestion as exc:
+            last = bot.ask(origin, line, history, kb=pinned).answer
+        except (EmptyQuestion, NotFound) as exc:
             print(exc)
             continue
         print("\nkbbot> " + render_text(last))
         history += [Turn("user", line), Turn("assistant", last.answer)]
-
-
-def cmd_start(args: argparse.Namespace, settings: Settings) -> int:
-    """What `make run` starts: the Slack bot when Slack tokens are set, otherwise the console chat."""
-    if settings.slack_enabled:
-        from bot.slack.server import cmd_serve
-
-        return cmd_serve(argparse.Namespace(host="0.0.0.0", port=None), settings)
-    print("No SLACK_BOT_TOKEN set: starting the local console chat (see README to connect Slack).")
-    return cmd_chat(argparse.Namespace(kb=None), settings)
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:
@@ -192,6 +172,3 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     chat = commands.add_parser("chat", help="interactive multi-turn console over the knowledge bases")
     chat.add_argument("--kb", help="pin a knowledge base")
     chat.set_defaults(handler=cmd_chat)
-
-    start = commands.add_parser("start", help="the Slack bot if Slack tokens are set, else the console chat")
-    start.set_defaults(handler=cmd_start)

@@ -49,7 +49,7 @@ def main() -> None:
         _env_file=None, KBBOT_DATA_DIR=args.data_dir, KBBOT_KNOWLEDGE_BASES_DIR=manifests,
         OPENAI_API_KEY=None, OPENAI_BASE_URL=None, CHROMA_HOST=None,
     )
-    service = KnowledgeService(settings)
+    service = KnowledgeService(settings.tools)
     rows = [json.loads(line) for line in (DATASET / "questions.jsonl").open(encoding="utf-8")]
     paragraphs = sorted({r["context"] for r in rows})
     if service.store.registry.get_kb(KB) is None:

@@ -122,14 +122,14 @@ def main(argv: list[str] | None = None) -> int:
     from tools.service import KnowledgeService
 
     settings = load_settings(args.data_dir)
-    with KnowledgeService(settings) as ingest_service:
+    with KnowledgeService(settings.tools) as ingest_service:
         if args.embedding_cache is not None:
             from bot.eval.embcache import CachingEmbedder, EmbeddingCache
 
             ingest_service.embedder = CachingEmbedder(ingest_service.embedder, EmbeddingCache(args.embedding_cache))
         documents = ensure_corpus(ingest_service, args.dataset)
     # Measured: a fresh service, exactly as `kbbot ask` builds it (no cache in the query path).
-    service = KnowledgeService(settings)
+    service = KnowledgeService(settings.tools)
     questions = load_questions(args.dataset, args.questions)
     engine = AnswerEngine(service)
     assert engine.mode == "offline", "measure the offline engine: unset OPENAI_API_KEY"

@@ -76,7 +76,7 @@ def main() -> int:
         settings = Settings(_env_file=None, KBBOT_DATA_DIR=Path(tmp) / "data", KBBOT_KNOWLEDGE_BASES_DIR=Path(tmp) / "none",
                             OPENAI_API_KEY=None, CHROMA_HOST=None)
         started = time.perf_counter()
-        embedder = get_embedder(settings)
+        embedder = get_embedder(settings.tools)
         load_s = time.perf_counter() - started
         model = embedder._model  # the SentenceTransformer kbbot itself uses (max_seq_length 256)
         model.encode(texts[:64], batch_size=64)  # warm-up (first-call allocations), in neither number
@@ -88,7 +88,7 @@ def main() -> int:
 
         bare_before = bare()
 
-        service = KnowledgeService(settings)
+        service = KnowledgeService(settings.tools)
         timer = PhaseTimer(embedder)
         service.__dict__["embedder"] = timer
         service.create_kb("scifact", "SciFact abstracts (measurement)")

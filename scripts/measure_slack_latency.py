@@ -70,7 +70,7 @@ def prepare_data_dir(source: Path | None, workdir: Path) -> Path:
     from tools.service import KnowledgeService
 
     print("no synced data dir given: syncing the sample KBs into a temp dir (slow)…", file=sys.stderr)
-    KnowledgeService(Settings(_env_file=None, KBBOT_DATA_DIR=target)).sync()
+    KnowledgeService(Settings(_env_file=None, KBBOT_DATA_DIR=target).tools).sync()
     return target
 
 

@@ -68,7 +68,7 @@ def service(settings: Settings) -> Iterator:
     """A KnowledgeService over `settings` (nothing ingested yet); closed after the test."""
     from tools.service import KnowledgeService
 
-    with KnowledgeService(settings) as svc:
+    with KnowledgeService(settings.tools) as svc:
         yield svc
 
 
@@ -119,7 +119,7 @@ def sample_service(sample_settings: Settings) -> Iterator:
     """A KnowledgeService over the private synced copy: search/answer/mutate freely."""
     from tools.service import KnowledgeService
 
-    with KnowledgeService(sample_settings) as svc:
+    with KnowledgeService(sample_settings.tools) as svc:
         yield svc
 
 

@@ -73,7 +73,7 @@ def test_ingest_and_search_through_a_chroma_server(chroma_server, make_settings,
         "# Escalation\n\n## Night shift\n\nAfter 22:00 page the duty engineer through PagerDuty service LUM-OPS.\n",
         encoding="utf-8",
     )
-    with KnowledgeService(settings) as svc:
+    with KnowledgeService(settings.tools) as svc:
         svc.create_kb("ops", "Operations runbooks")
         report = svc.ingest("ops", [doc])
         assert report.ok and report.embedded_chunks == 1

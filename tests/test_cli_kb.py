@@ -35,7 +35,7 @@ def test_sample_sync_meets_the_acceptance_bar(sample_sync_json: dict, sample_set
     assert {".md", ".html", ".pdf", ".docx"} <= formats
     assert sample_sync_json["embedded_chunks"] == sum(r["embedded_chunks"] for r in reports.values()) > 200
 
-    with KnowledgeService(sample_settings) as svc:
+    with KnowledgeService(sample_settings.tools) as svc:
         chinese = [c for c in svc.store.live_chunks("people") if CJK.search(c.text)]
         assert {c.document for c in chinese} >= {"shanghai-expense-policy-zh.md", "shanghai-office-guide-zh.docx"}
         hits = svc.store.keyword_index("people").search("报销", 5)
@@ -48,7 +48,9 @@ def test_kb_list_json_contract(sample_settings: Settings, run_cli) -> None:
     listed = json.loads(result.out)
     assert [kb["name"] for kb in listed] == sorted(kb["name"] for kb in listed)
     for kb in listed:
-        assert set(kb) == {"name", "description", "documents", "ready_documents", "chunks", "embedding_model"}
+        assert set(kb) == {
+            "name", "description", "documents", "ready_documents", "chunks", "embedding_model", "visibility", "problem",
+        }
         assert kb["embedding_model"] == "sentence-transformers/all-MiniLM-L6-v2"
         assert kb["documents"] == kb["ready_documents"] >= 4 and kb["chunks"] > kb["documents"]
     human = run_cli(sample_settings, "kb", "list")

@@ -94,7 +94,7 @@ def search_texts(service: KnowledgeService, kb: str, query: str, k: int = 10) ->
 
 
 def summary(settings: Settings) -> list[dict]:
-    with KnowledgeService(settings) as svc:
+    with KnowledgeService(settings.tools) as svc:
         return [s.to_json() for s in svc.summaries()]
 
 
@@ -165,7 +165,7 @@ def test_unchanged_reingest_embeds_nothing(service: KnowledgeService, tmp_path: 
 
 
 def test_second_sync_of_samples_embeds_nothing_and_never_loads_the_model(sample_settings: Settings) -> None:
-    with KnowledgeService(sample_settings) as svc:
+    with KnowledgeService(sample_settings.tools) as svc:
         reports = svc.sync()
         assert sum(r.embedded_chunks for r in reports) == 0
         assert {d.status for r in reports for d in r.documents} == {"unchanged"}
@@ -260,7 +260,7 @@ def test_a_kb_deleted_and_created_again_serves_only_its_new_documents(
     service.ingest(kb, [old])
     reader = service
     assert any("Oslo" in c.text for c in search_texts(reader, kb, "Oslo office"))  # warms every cache
-    with KnowledgeService(settings) if where == "another process" else contextlib.nullcontext(service) as writer:
+    with KnowledgeService(settings.tools) if where == "another process" else contextlib.nullcontext(service) as writer:
         writer.store.delete_kb(kb)
         new_kb(writer)
         assert writer.ingest(kb, [new]).documents[0].status == "ready"
@@ -333,7 +333,7 @@ def bad_dir(tmp_path: Path) -> Path:
 
 
 def _store_fingerprint(settings: Settings, kb: str) -> tuple[list[dict], int, list]:
-    with KnowledgeService(settings) as svc:
+    with KnowledgeService(settings.tools) as svc:
         documents = [(d.name, d.state, d.live_version, d.live_chunks) for d in svc.store.registry.list_documents(kb)]
         return [s.to_json() for s in svc.summaries()], svc.store.collection(kb).count(), documents
 
@@ -367,10 +367,10 @@ def test_bad_upload_bytes_change_nothing(case: str, sample_service: KnowledgeSer
 
 
 def test_file_over_the_size_limit(make_settings, tmp_path: Path, run_cli) -> None:
-    settings = make_settings(KBBOT_MAX_UPLOAD_MB=0.01)  # about 10 KB
+    settings = make_settings(KBBOT_MAX_UPLOAD_MB=0.01, KBBOT_KNOWLEDGE_BASES_DIR=tmp_path / "none")  # about 10 KB
     big = tmp_path / "big.md"
     big.write_text("# Big\n\n" + "All work and no play. " * 2000, encoding="utf-8")
-    with KnowledgeService(settings) as svc:
+    with KnowledgeService(settings.tools) as svc:
         svc.create_kb(KB, "size limit test")
         before = [s.to_json() for s in svc.summaries()]
         upload = svc.ingest_bytes(KB, "big.md", big.read_bytes())
@@ -414,7 +414,7 @@ def test_unknown_kb_is_a_clear_error(settings: Settings, tmp_path: Path, run_cli
     doc.write_text("# A\n\ntext\n", encoding="utf-8")
     result = run_cli(settings, "ingest", "--kb", "nope", str(doc))
     assert result.code == 1
-    assert result.err.strip() == "error: no knowledge base named 'nope' (known: none yet)"
+    assert result.err.strip() == "error: no knowledge base named 'nope' (known: engineering, finance, people, product)"
 
 
 # --- kill -9 in the middle of an ingest -----------------------------------------------------------
@@ -510,7 +510,7 @@ def _small_manual(path: Path) -> Path:
 
 def _prepare(run: CrashRun, root: Path) -> Path:
     """Create the KB (and v1 when the scenario has one) in-process; return the big new file."""
-    with KnowledgeService(run.settings) as svc:
+    with KnowledgeService(run.settings.tools) as svc:
         svc.create_kb(KB, "crash test")
         if run.old_chunks:
             old = root / "v1" / "manual.md"
@@ -598,7 +598,7 @@ def test_kill_9_mid_ingest_then_a_new_process_recovers(scenario: str, crash_runs
         assert (listed["documents"], listed["ready_documents"], listed["chunks"]) == (1, 0, 0)
     assert _chroma_ids(settings, f"{KB}/manual.md@v{run.killed_version}#") == [], "leftovers of the killed version"
 
-    with KnowledgeService(settings) as svc:
+    with KnowledgeService(settings.tools) as svc:
         hits = search_texts(svc, KB, "which valve does the NEWTEXT crew check and what pressure is logged")
         assert all(c.version != run.killed_version and "NEWTEXT" not in c.text for c in hits)
         if run.old_chunks:
@@ -615,7 +615,7 @@ def test_kill_9_mid_ingest_then_a_new_process_recovers(scenario: str, crash_runs
 def test_recovery_is_not_fooled_by_a_reused_pid(settings: Settings, tmp_path: Path) -> None:
     """After a crash and restart the new process often gets the dead one's pid (a container's PID 1):
     a version left `processing` by the dead process must still be recovered."""
-    with KnowledgeService(settings) as svc:
+    with KnowledgeService(settings.tools) as svc:
         svc.create_kb(KB, "pid reuse")
     script = textwrap.dedent(
         f"""
@@ -633,7 +633,7 @@ def test_recovery_is_not_fooled_by_a_reused_pid(settings: Settings, tmp_path: Pa
         db.execute("UPDATE versions SET pid = ? WHERE document = 'doc.md'", (os.getpid(),))
     db.close()
 
-    with KnowledgeService(settings) as svc:
+    with KnowledgeService(settings.tools) as svc:
         record = svc.store.registry.get_document(KB, "doc.md")
         assert (record.state, record.live_version) == ("failed", None)
         assert "interrupted" in record.error
@@ -651,7 +651,7 @@ def test_no_lease_is_held_once_an_ingest_is_done(service: KnowledgeService, tmp_
 
 def test_a_live_ingest_in_another_process_is_left_alone(settings: Settings) -> None:
     """Opening the store while another process is mid-ingest must not abandon its version."""
-    with KnowledgeService(settings) as svc:
+    with KnowledgeService(settings.tools) as svc:
         svc.create_kb(KB, "live owner")
     script = textwrap.dedent(
         f"""
@@ -666,12 +666,12 @@ def test_a_live_ingest_in_another_process_is_left_alone(settings: Settings) -> N
     process = subprocess.Popen([sys.executable, "-c", script], env=child_env(settings), stdout=subprocess.PIPE, text=True)
     try:
         assert process.stdout.readline().strip() == "begun"
-        with KnowledgeService(settings) as svc:
+        with KnowledgeService(settings.tools) as svc:
             assert svc.store.registry.get_document(KB, "doc.md").state == "processing"
     finally:
         process.kill()
         process.wait(30)
-    with KnowledgeService(settings) as svc:
+    with KnowledgeService(settings.tools) as svc:
         assert svc.store.registry.get_document(KB, "doc.md").state == "failed"
 
 
@@ -681,7 +681,7 @@ def test_a_live_ingest_in_another_process_is_left_alone(settings: Settings) -> N
 def test_model_mismatch_is_refused_until_reindex(settings: Settings, tmp_path: Path, run_cli) -> None:
     doc = tmp_path / "faq.md"
     doc.write_text("# FAQ\n\nRefunds are processed within 14 days.\n", encoding="utf-8")
-    with KnowledgeService(settings) as svc:
+    with KnowledgeService(settings.tools) as svc:
         svc.create_kb(KB, "mismatch test")
         svc.ingest(KB, [doc])
         chunks_before = svc.store.registry.get_document(KB, "faq.md").live_chunks
@@ -700,7 +700,7 @@ def test_model_mismatch_is_refused_until_reindex(settings: Settings, tmp_path: P
     result = run_cli(settings, "kb", "reindex", KB)
     assert result.code == 0, result.err
     assert f"re-embedded {chunks_before} chunks" in result.out
-    with KnowledgeService(settings) as svc:
+    with KnowledgeService(settings.tools) as svc:
         record = svc.store.registry.get_kb(KB)
         assert (record.embedding_model, record.dimension) == ("sentence-transformers/all-MiniLM-L6-v2", 384)
         assert svc.store.collection(KB).metadata["embedding_model"] == record.embedding_model
@@ -758,7 +758,7 @@ def test_embedding_error_is_a_clean_cli_failure(settings: Settings, tmp_path: Pa
     monkeypatch.setattr(embeddings.LocalMiniLM, "__init__", broken)
     doc = tmp_path / "a.md"
     doc.write_text("# A\n\ntext\n", encoding="utf-8")
-    with KnowledgeService(settings) as svc:
+    with KnowledgeService(settings.tools) as svc:
         svc.create_kb(KB, "x")
     result = run_cli(settings, "ingest", "--kb", KB, str(doc))
     assert result.code == 1 and result.err.strip() == (
@@ -802,7 +802,7 @@ def test_reindex_refuses_to_switch_when_the_kb_changed_meanwhile(settings: Setti
 
     for name, text in (("a.md", "Alpha team owns billing."), ("b.md", "Beta team owns routing.")):
         (tmp_path / name).write_text(f"# {name}\n\n{text}\n", encoding="utf-8")
-    with KnowledgeService(settings) as svc:
+    with KnowledgeService(settings.tools) as svc:
         svc.create_kb(KB, "reindex race")
         svc.ingest(KB, [tmp_path / "a.md"])
         collection_before = svc.store.registry.get_kb(KB).collection
@@ -810,7 +810,7 @@ def test_reindex_refuses_to_switch_when_the_kb_changed_meanwhile(settings: Setti
         class PublishDuringReindex(CountingEmbedder):
             def embed_documents(self, texts, show_progress=False):
                 if self.document_calls == 0:  # another process publishes while reindex embeds
-                    with KnowledgeService(settings) as other:
+                    with KnowledgeService(settings.tools) as other:
                         other.ingest(KB, [tmp_path / "b.md"])
                 return super().embed_documents(texts, show_progress)
 

@@ -11,8 +11,6 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from llama_index.core.node_parser import SentenceSplitter
-
 from tools.parsing import ParsedDocument
 
 # MiniLM reads at most 256 word pieces; the chunk header (title + location) takes some of them.
@@ -43,6 +41,8 @@ def chunk_document(
     chunk_tokens: int = CHUNK_TOKENS,
     overlap_tokens: int = CHUNK_OVERLAP_TOKENS,
 ) -> list[ChunkDraft]:
+    from llama_index.core.node_parser import SentenceSplitter  # seconds to import: only when chunking
+
     splitter = SentenceSplitter(
         chunk_size=chunk_tokens,
         chunk_overlap=overlap_tokens,

@@ -13,7 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
-from bot.config import Settings
+from tools.config import ToolSettings
 
 log = logging.getLogger(__name__)
 
@@ -175,19 +175,24 @@ def _cached_query_embedding(embedder: LocalMiniLM, text: str) -> np.ndarray:
     return vector
 
 
+def clear_query_cache() -> None:
+    """Forget cached query vectors."""
+    _cached_query_embedding.cache_clear()
+
+
 class OpenAIEmbedder:
     """Any OpenAI-compatible embeddings endpoint."""
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: ToolSettings):
         from openai import OpenAI
 
-        if not settings.llm_enabled:
+        if not settings.has_openai_key:
             raise EmbeddingError("KBBOT_EMBEDDING_BACKEND=openai needs OPENAI_API_KEY")
         self.model_name = settings.openai_embedding_model
         self._client = OpenAI(
             api_key=settings.openai_api_key.get_secret_value(),  # type: ignore[union-attr]
             base_url=settings.openai_base_url,
-            timeout=settings.llm_timeout_s,
+            timeout=settings.openai_timeout_s,
             max_retries=3,
         )
         self.dimension = len(self._embed(["dimension probe"])[0])
@@ -231,7 +236,7 @@ def embed_chunks(
     return pool(texts, spans, show_progress=show_progress)
 
 
-def embedding_identity(settings: Settings) -> tuple[str, int] | None:
+def embedding_identity(settings: ToolSettings) -> tuple[str, int] | None:
     """(model name, dimension) known without loading the model, or None when only a probe can tell."""
     if settings.embedding_backend == "local":
         return LocalMiniLM.model_name, LocalMiniLM.dimension
@@ -241,7 +246,7 @@ def embedding_identity(settings: Settings) -> tuple[str, int] | None:
 _EMBEDDERS: dict[tuple, Embedder] = {}
 
 
-def get_embedder(settings: Settings) -> Embedder:
+def get_embedder(settings: ToolSettings) -> Embedder:
     """One embedder per process and configuration: loading MiniLM costs about a second."""
     key = (settings.embedding_backend, settings.openai_embedding_model, settings.openai_base_url)
     if key not in _EMBEDDERS:

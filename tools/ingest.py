@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bot.config import Settings
 from tools.chunking import ChunkDraft, chunk_document
+from tools.config import ToolSettings
 from tools.embeddings import Embedder, EmbeddingError, embed_chunks
 from tools.parse_worker import parse_isolated
 from tools.parsing import (
@@ -109,7 +109,7 @@ def file_content_hash(path: Path) -> str:
 class Ingestor:
     def __init__(
         self,
-        settings: Settings,
+        settings: ToolSettings,
         store: KnowledgeStore,
         embedder: Callable[[], Embedder],
         embedding_identity: tuple[str, int],
@@ -119,8 +119,9 @@ class Ingestor:
         self.store = store
         self._embedder = embedder
         self.embedding_identity = embedding_identity
-        # What parsing one file may cost (time, memory, pages, inflation, depth, characters).
-        self.parse_limits = parse_limits or ParseLimits()
+        # What parsing one file may cost (time, memory, pages, inflation, depth, characters): given, or
+        # from the settings once they carry them (ToolSettings.parse_limits), else the defaults.
+        self.parse_limits = parse_limits or getattr(settings, "parse_limits", None) or ParseLimits()
 
     @property
     def embedder(self) -> Embedder:

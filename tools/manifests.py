@@ -15,6 +15,10 @@ KB_NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{1,62}$")
 class ManifestError(ValueError):
     """A kb.toml that cannot be used; the message names the file."""
 
+    def __init__(self, message: str, path: Path | None = None):
+        super().__init__(message)
+        self.path = path
+
 
 @dataclass(frozen=True)
 class KnowledgeBaseManifest:
@@ -52,19 +56,19 @@ def load_manifest(path: Path) -> KnowledgeBaseManifest:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ManifestError(f"{path}: {exc}") from exc
+        raise ManifestError(f"{path}: {exc}", path) from exc
     try:
         name = validate_kb_name(str(data["name"]))
         description = str(data["description"]).strip()
     except KeyError as exc:
-        raise ManifestError(f"{path}: missing key {exc.args[0]!r}") from exc
+        raise ManifestError(f"{path}: missing key {exc.args[0]!r}", path) from exc
     except ManifestError as exc:
-        raise ManifestError(f"{path}: {exc}") from exc
+        raise ManifestError(f"{path}: {exc}", path) from exc
     if not description:
-        raise ManifestError(f"{path}: 'description' is empty (the router reads it to pick this KB)")
+        raise ManifestError(f"{path}: 'description' is empty (the router reads it to pick this KB)", path)
     visibility = data.get("visibility", "public")
     if visibility not in ("public", "restricted"):
-        raise ManifestError(f"{path}: visibility must be 'public' or 'restricted', not {visibility!r}")
+        raise ManifestError(f"{path}: visibility must be 'public' or 'restricted', not {visibility!r}", path)
     return KnowledgeBaseManifest(
         name=name,
         description=description,
@@ -80,7 +84,7 @@ def _string_list(data: dict, key: str, path: Path) -> tuple[str, ...]:
     """A list of strings; `channels = "C123"` would otherwise become ('C', '1', '2', '3')."""
     value = data.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ManifestError(f"{path}: {key!r} must be a list of strings, like [\"C0123456789\"]")
+        raise ManifestError(f"{path}: {key!r} must be a list of strings, like [\"C0123456789\"]", path)
     return tuple(v.strip() for v in value if v.strip())
 
 
@@ -100,7 +104,8 @@ def discover_manifests(
             manifest = load_manifest(path)
             if manifest.name in found:
                 raise ManifestError(
-                    f"{path}: knowledge base {manifest.name!r} is already declared in {found[manifest.name].docs_dir.parent}"  # type: ignore[union-attr]
+                    f"{path}: knowledge base {manifest.name!r} is already declared in {found[manifest.name].docs_dir.parent}",  # type: ignore[union-attr]
+                    path,
                 )
         except ManifestError as exc:
             if on_error is None:

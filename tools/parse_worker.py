@@ -64,13 +64,13 @@ def _serve(conn, memory_mb: int) -> None:  # noqa: ANN001 - a multiprocessing Co
             cap = min(cap, hard)
         with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-    for _ in range(MAX_FILES_PER_WORKER):
+    for served in range(1, MAX_FILES_PER_WORKER + 1):
         try:
             name, data, limits = conn.recv()
         except (EOFError, OSError):
             return
         try:
-            reply = ("ok", parse_file(Path(name), data, limits))
+            reply: tuple = ("ok", parse_file(Path(name), data, limits))
         except UnreadableDocument as exc:
             reply = ("refused", str(exc))
         except MemoryError:
@@ -78,11 +78,15 @@ def _serve(conn, memory_mb: int) -> None:  # noqa: ANN001 - a multiprocessing Co
         except BaseException as exc:  # a bug or a library failure: report it, keep the process honest
             reply = ("error", type(exc).__name__)
         del data
+        # Retire after many files, or once one file made this process big: the caller is told, so it
+        # never sends another file to a process that is leaving.
+        retiring = served >= MAX_FILES_PER_WORKER or _rss_mb() > RECYCLE_RSS_MB
         try:
-            conn.send(reply)
+            conn.send((*reply, retiring))
         except MemoryError:
-            conn.send(("memory", None))
-        if _rss_mb() > RECYCLE_RSS_MB:
+            conn.send(("memory", None, True))
+            return
+        if retiring:
             return
 
 
@@ -178,7 +182,7 @@ class _Pool:
                 log.warning("parsing %s took over %.1f s: worker killed", name, time.monotonic() - started)
                 raise UnreadableDocument(limits.timeout_refusal())
             try:
-                kind, value = worker.conn.recv()
+                kind, value, retiring = worker.conn.recv()
             except (EOFError, OSError, MemoryError):
                 code = _exit_code(worker)
                 worker.kill()
@@ -190,7 +194,10 @@ class _Pool:
         except BaseException:
             worker.kill()
             raise
-        self._give_back(worker)
+        if retiring:
+            worker.kill()
+        else:
+            self._give_back(worker)
         if kind == "ok":
             return value
         if kind == "refused":

@@ -8,6 +8,7 @@ first, then flips `live_version` in one transaction, so a crash never exposes ha
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 import threading
@@ -17,6 +18,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from tools.manifests import KnowledgeBaseManifest
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS kbs (
@@ -79,6 +82,22 @@ CREATE TABLE IF NOT EXISTS unit_vectors (
     vectors BLOB NOT NULL,
     PRIMARY KEY (kb, document, version, chunk_index)
 );
+-- Each KB's last known manifest (description, channels, access rules), so access never depends on a file
+-- being readable right now: a kb.toml that breaks or disappears leaves these rules in force (and `problem`
+-- says why), and a KB with no row here has no known rules at all. `visibility` is NULL when a declaration
+-- was seen broken before any good one was ever read.
+CREATE TABLE IF NOT EXISTS kb_manifests (
+    kb TEXT PRIMARY KEY,
+    source TEXT NOT NULL CHECK (source IN ('declared', 'created')),
+    path TEXT,
+    description TEXT NOT NULL DEFAULT '',
+    visibility TEXT CHECK (visibility IN ('public', 'restricted')),
+    channels TEXT NOT NULL DEFAULT '[]',
+    allowed_channels TEXT NOT NULL DEFAULT '[]',
+    uploaders TEXT NOT NULL DEFAULT '[]',
+    problem TEXT,
+    updated_at REAL NOT NULL
+);
 """
 
 
@@ -90,6 +109,17 @@ class KbRecord:
     dimension: int
     collection: str
     generation: int
+
+
+@dataclass(frozen=True)
+class ManifestRecord:
+    """A KB's last known manifest as stored. `manifest` is None when no readable declaration was ever seen."""
+
+    kb: str
+    source: str  # "declared" (knowledge_bases/<kb>/kb.toml) | "created" (`kbbot kb create`)
+    path: str | None
+    manifest: KnowledgeBaseManifest | None
+    problem: str | None  # why the declaration cannot be read now; the stored rules stay in force
 
 
 @dataclass(frozen=True)
@@ -561,3 +591,53 @@ class Registry:
             db.execute("DELETE FROM documents WHERE kb = ? AND name = ?", (kb, name))
             db.execute("UPDATE kbs SET generation = generation + 1 WHERE name = ?", (kb,))
         return row["live_version"] or 0
+
+    # --- stored manifests (access rules) -------------------------------------------------------
+
+    def manifests(self) -> dict[str, ManifestRecord]:
+        with self._connect() as db:
+            rows = db.execute("SELECT * FROM kb_manifests ORDER BY kb").fetchall()
+        return {row["kb"]: self._manifest(row) for row in rows}
+
+    @staticmethod
+    def _manifest(row: sqlite3.Row) -> ManifestRecord:
+        manifest = None
+        if row["visibility"] is not None:
+            manifest = KnowledgeBaseManifest(
+                name=row["kb"],
+                description=row["description"],
+                channels=tuple(json.loads(row["channels"])),
+                visibility=row["visibility"],
+                allowed_channels=tuple(json.loads(row["allowed_channels"])),
+                uploaders=tuple(json.loads(row["uploaders"])),
+                docs_dir=Path(row["path"]).parent / "docs" if row["path"] else None,
+            )
+        return ManifestRecord(row["kb"], row["source"], row["path"], manifest, row["problem"])
+
+    def save_manifest(self, manifest: KnowledgeBaseManifest, source: str, path: str | None) -> None:
+        """Store a readable manifest: its rules are now the KB's rules, and any earlier problem is cleared."""
+        with self._transaction() as db:
+            db.execute(
+                """INSERT INTO kb_manifests (kb, source, path, description, visibility, channels, allowed_channels,
+                                             uploaders, problem, updated_at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)
+                   ON CONFLICT(kb) DO UPDATE SET source = excluded.source, path = excluded.path,
+                       description = excluded.description, visibility = excluded.visibility,
+                       channels = excluded.channels, allowed_channels = excluded.allowed_channels,
+                       uploaders = excluded.uploaders, problem = NULL, updated_at = excluded.updated_at""",
+                (
+                    manifest.name, source, path, manifest.description, manifest.visibility,
+                    json.dumps(list(manifest.channels)), json.dumps(list(manifest.allowed_channels)),
+                    json.dumps(list(manifest.uploaders)), time.time(),
+                ),
+            )
+
+    def note_manifest_problem(self, kb: str, problem: str, path: str | None) -> None:
+        """The KB's declaration cannot be read: keep its stored rules (if any) and say why."""
+        with self._transaction() as db:
+            db.execute(
+                """INSERT INTO kb_manifests (kb, source, path, problem, updated_at) VALUES (?, 'declared', ?, ?, ?)
+                   ON CONFLICT(kb) DO UPDATE SET problem = excluded.problem,
+                       path = COALESCE(kb_manifests.path, excluded.path), updated_at = excluded.updated_at""",
+                (kb, path, problem, time.time()),
+            )

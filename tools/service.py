@@ -7,17 +7,43 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 
-from bot.config import Settings
+from tools.config import ToolSettings
 from tools.embeddings import Embedder, embed_chunks, embedding_identity, get_embedder
 from tools.ingest import ORIGIN_SYNC, DocumentResult, Ingestor, IngestReport
-from tools.manifests import KnowledgeBaseManifest, discover_manifests, validate_kb_name
+from tools.manifests import (
+    KB_NAME_PATTERN,
+    KnowledgeBaseManifest,
+    ManifestError,
+    discover_manifests,
+    validate_kb_name,
+)
+from tools.registry import DocumentRecord
 from tools.store import KnowledgeBaseError, KnowledgeStore, chunk_to_node
 
 log = logging.getLogger(__name__)
+
+
+NO_RULES = (
+    "no access rules are recorded for it: declare it in knowledge_bases/<name>/kb.toml and run `kbbot kb sync`; "
+    "until then only the command line can use it"
+)
+
+
+@dataclass(frozen=True)
+class KbEntry:
+    """One KB as the application layer sees it: its description and the access rules in force."""
+
+    name: str
+    description: str
+    manifest: KnowledgeBaseManifest | None  # the last known rules; None: none known (command line only)
+    problem: str | None  # why its declaration cannot be used now (the last known rules stay in force)
+    exists: bool  # in the store; a declared KB is created at its first sync or upload
+    model_problem: str | None = None  # indexed with another embedding model than the configured one
 
 
 @dataclass(frozen=True)
@@ -28,14 +54,17 @@ class KbSummary:
     ready_documents: int
     chunks: int
     embedding_model: str | None
+    visibility: str | None = None  # None: no access rules known (usable from the command line only)
+    problem: str | None = None
 
     def to_json(self) -> dict:
         return self.__dict__.copy()
 
 
 class KnowledgeService:
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: ToolSettings, wrap_embedder: Callable[[Embedder], Embedder] | None = None):
         self.settings = settings
+        self._wrap_embedder = wrap_embedder  # e.g. the benchmarks' corpus-embedding cache
 
     def close(self) -> None:
         """Release the store (Chroma client) if it was opened; the embedder stays cached per process."""
@@ -56,7 +85,8 @@ class KnowledgeService:
 
     @cached_property
     def embedder(self) -> Embedder:
-        return get_embedder(self.settings)
+        embedder = get_embedder(self.settings)
+        return self._wrap_embedder(embedder) if self._wrap_embedder else embedder
 
     @cached_property
     def ingestor(self) -> Ingestor:
@@ -76,52 +106,122 @@ class KnowledgeService:
         on_error = None if strict else (lambda exc: log.warning("ignoring a knowledge base: %s", exc))
         return {m.name: m for m in discover_manifests(self.settings.knowledge_bases_dir, on_error)}
 
-    def manifests(self) -> dict[str, KnowledgeBaseManifest]:
-        """Every KB that exists in the store, with its manifest (declared, or created at run time)."""
-        declared = self.declared()
-        result: dict[str, KnowledgeBaseManifest] = {}
-        for record in self.store.registry.list_kbs():
-            manifest = declared.get(record.name) or KnowledgeBaseManifest(record.name, record.description)
-            uploaders = tuple(dict.fromkeys(manifest.uploaders + self.settings.admin_user_ids))
-            result[record.name] = KnowledgeBaseManifest(
-                manifest.name, manifest.description, manifest.channels, manifest.visibility,
-                manifest.allowed_channels, uploaders, manifest.docs_dir,
-            )
-        return result
+    def declarations_signature(self) -> tuple:
+        """Changes whenever a kb.toml appears, disappears or is rewritten (cheap: a directory listing)."""
+        root = self.settings.knowledge_bases_dir
+        if not root.is_dir():
+            return ("missing",)
+        signature = []
+        for path in sorted(root.glob("*/kb.toml")):
+            with contextlib.suppress(OSError):
+                stat = path.stat()
+                signature.append((str(path), stat.st_mtime_ns, stat.st_size))
+        return tuple(signature)
 
-    def create_kb(self, name: str, description: str) -> None:
+    def refresh_manifests(self) -> list[str]:
+        """Store every readable kb.toml as its KB's rules; for a broken or missing one keep the last known
+        rules and record why. Returns the problems found (for `kbbot kb sync`, `kb list` and start-up logs)."""
+        root = self.settings.knowledge_bases_dir
+        broken: list[ManifestError] = []
+        good = {m.name: m for m in discover_manifests(root, broken.append)}
+        registry = self.store.registry
+        stored = registry.manifests()
+        for name, manifest in good.items():
+            path = str(manifest.docs_dir.parent / "kb.toml") if manifest.docs_dir else None
+            known = stored.get(name)
+            if known is None or known.manifest != manifest or known.problem or (known.source, known.path) != ("declared", path):
+                registry.save_manifest(manifest, "declared", path)
+            record = registry.get_kb(name)
+            if record is not None and record.description != manifest.description:
+                registry.upsert_kb(name, manifest.description, record.embedding_model, record.dimension, record.collection)
+        problems: list[str] = []
+        noted: set[str] = set()
+        by_path = {r.path: name for name, r in stored.items() if r.path}
+        for exc in broken:
+            path = str(exc.path) if exc.path else None
+            name = by_path.get(path) or (exc.path.parent.name if exc.path else None)
+            problems.append(str(exc))
+            if name and name not in good and KB_NAME_PATTERN.match(name):
+                registry.note_manifest_problem(name, str(exc), path)
+                noted.add(name)
+        for name, record in stored.items():
+            if record.source != "declared" or name in good or name in noted:
+                continue
+            where = f"{record.path} is missing" if root.is_dir() else f"the knowledge bases folder {root} is missing (KBBOT_KNOWLEDGE_BASES_DIR)"
+            if record.problem != where:
+                registry.note_manifest_problem(name, where, record.path)
+            problems.append(f"{name}: {where}")
+        return problems
+
+    def catalog(self) -> dict[str, KbEntry]:
+        """Every KB, with the rules in force for it: in the store, or declared and not created yet."""
+        registry = self.store.registry
+        records = {r.name: r for r in registry.list_kbs()}
+        stored = registry.manifests()
+        identity = embedding_identity(self.settings)
+        entries: dict[str, KbEntry] = {}
+        for name in sorted(records.keys() | stored.keys()):
+            record, known = records.get(name), stored.get(name)
+            if record is None and (known is None or known.source != "declared" or known.manifest is None or known.problem):
+                continue  # a declaration that is gone, of a KB that was never created: nothing to use
+            manifest = known.manifest if known else None
+            problem = known.problem if known else None
+            if manifest is None and problem is None:
+                problem = NO_RULES
+            model_problem = None
+            if record is not None and identity is not None and (record.embedding_model, record.dimension) != identity:
+                model_problem = (
+                    f"indexed with {record.embedding_model} ({record.dimension}-d), but kbbot is configured for "
+                    f"{identity[0]} ({identity[1]}-d): run `kbbot kb reindex {name}`"
+                )
+            description = manifest.description if manifest else (record.description if record else "")
+            entries[name] = KbEntry(name, description, manifest, problem, record is not None, model_problem)
+        return entries
+
+    def create_kb(self, name: str, description: str, manifest: KnowledgeBaseManifest | None = None) -> None:
+        """A KB made at run time (`kbbot kb create`): its rules are stored with it (public unless `manifest`
+        says otherwise). A declared KB keeps its declaration's rules."""
         validate_kb_name(name)
         if not description.strip():
             raise KnowledgeBaseError("a knowledge base needs a description (the router reads it)")
         self.store.ensure_kb(name, description.strip(), *self.embedding_identity)
+        known = self.store.registry.manifests().get(name)
+        if known is None or known.source != "declared":
+            rules = manifest or KnowledgeBaseManifest(name, description.strip())
+            self.store.registry.save_manifest(replace(rules, name=name, description=description.strip()), "created", None)
 
     def open_kb(self, name: str) -> None:
         """Make sure a KB exists (declared ones are created on first use) and is usable."""
         if self.store.registry.get_kb(name) is None:
-            declared = self.declared().get(name)
-            if declared is None:
+            known = self.store.registry.manifests().get(name)
+            if known is None or known.source != "declared" or known.manifest is None:
                 self.store.require_kb(name)  # raises with the list of known KBs
             else:
-                self.create_kb(declared.name, declared.description)
+                self.create_kb(name, known.manifest.description)
         else:
             self.store.ensure_kb(name, "", *self.embedding_identity)
 
     def summaries(self) -> list[KbSummary]:
-        declared = self.declared()
         summaries = []
-        for record in self.store.registry.list_kbs():
-            docs = self.store.registry.list_documents(record.name)
+        for entry in self.catalog().values():
+            docs = self.store.registry.list_documents(entry.name) if entry.exists else []
+            record = self.store.registry.get_kb(entry.name) if entry.exists else None
             summaries.append(
                 KbSummary(
-                    record.name, record.description, len(docs), sum(d.state == "ready" for d in docs),
-                    sum(d.live_chunks for d in docs if d.live_version), record.embedding_model,
+                    entry.name, entry.description, len(docs), sum(d.state == "ready" for d in docs),
+                    sum(d.live_chunks for d in docs if d.live_version), record.embedding_model if record else None,
+                    entry.manifest.visibility if entry.manifest else None, entry.problem or entry.model_problem,
                 )
             )
-        known = {s.name for s in summaries}
-        summaries += [KbSummary(m.name, m.description, 0, 0, 0, None) for m in declared.values() if m.name not in known]
-        return sorted(summaries, key=lambda s: s.name)
+        return summaries
+
+    def delete_kb(self, name: str) -> None:
+        self.store.delete_kb(name)
 
     # --- documents ---------------------------------------------------------------------------
+
+    def documents(self, kb: str) -> list[DocumentRecord]:
+        return self.store.registry.list_documents(kb)
 
     def ingest(self, kb: str, paths: list[Path], progress: bool = False) -> IngestReport:
         self.open_kb(kb)
@@ -144,6 +244,7 @@ class KnowledgeService:
         else (Slack uploads, `kbbot ingest`) are never touched.
         """
         reports = []
+        self.refresh_manifests()
         for manifest in self.declared(strict=True).values():
             self.open_kb(manifest.name)
             docs_dir = manifest.docs_dir if manifest.docs_dir and manifest.docs_dir.is_dir() else None

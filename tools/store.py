@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bot.config import Settings
+from tools.config import ToolSettings
 from tools.keyword_index import KeywordIndex
 from tools.registry import KbRecord, Registry
 
@@ -96,7 +96,7 @@ def chunk_to_node(chunk: StoredChunk, embedding: Sequence[float]):
 
 
 class KnowledgeStore:
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: ToolSettings):
         import chromadb
         from chromadb.config import Settings as ChromaSettings
 

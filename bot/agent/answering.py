@@ -233,10 +233,48 @@ def answer_messages(query: str, evidence: Sequence[Evidence]) -> list[dict]:
 
 
 def validate_llm_answer(text: str, evidence: Sequence[Evidence]) -> DraftAnswer | None:
-    """Keep the answer only if it cites real evidence; drop invalid markers; renumber 1..n."""
+    """Keep the answer only if it cites real evidence; drop invalid markers; renumber 1..n.
+
+    A link the model wrote (Markdown `[label](url)`, Slack `<url|label>`, `<url>` or a bare URL) is kept
+    only when a chunk the answer cites contains that exact URL; otherwise a link is reduced to its
+    label and a bare URL is removed — the model cannot send people anywhere the evidence does not."""
     text = text.strip()
     if not text or text.upper().startswith("INSUFFICIENT"):
         return None
+    # (patterns compiled here, and cached by `re`, to keep this change inside this function)
+    bare_url = r"(?:https?|ftp)://[^\s<>\[\]()\"'|`]+|www\.[^\s<>\[\]()\"'|`]+"
+    loose_url = r"(?:https?|ftp)://[^\s<>\"'|`]+"
+    trailing = ".,;:!?*_~'\")]}"
+
+    def urls_in(chunk_text: str) -> set[str]:
+        found = re.findall(bare_url, chunk_text, re.I) + re.findall(loose_url, chunk_text, re.I)
+        return {u.rstrip(trailing) for u in found} | set(found)
+
+    cited_numbers = {int(n) for n in _MARKER.findall(text) if 1 <= int(n) <= len(evidence)}
+    allowed: set[str] = set()
+    for n in cited_numbers:
+        allowed |= urls_in(evidence[n - 1].chunk.text)
+
+    def cited(url: str) -> bool:
+        return bool(url) and url in allowed
+
+    def markdown_link(match: re.Match) -> str:
+        return match.group(0) if cited(match.group(2)) else match.group(1)
+
+    def slack_link(match: re.Match) -> str:
+        url, label = match.group(1), match.group(2)
+        return f"[{label}]({url})" if cited(url) and label.strip() else (url if cited(url) else label)
+
+    def bare(match: re.Match) -> str:
+        url = match.group(0)
+        kept = url.rstrip(trailing)
+        return url if cited(url) else (kept + url[len(kept) :] if cited(kept) else url[len(kept) :])
+
+    text = re.sub(r"\[([^\[\]\n]*)\]\(\s*<?([^()\s<>]*)>?\s*\)", markdown_link, text)
+    text = re.sub(r"<([a-zA-Z][a-zA-Z0-9+.-]*:[^|>\s]*)\|([^>\n]*)>", slack_link, text)
+    text = re.sub(r"<((?:https?|ftp|mailto):[^>\s]*)>", lambda m: m.group(1) if cited(m.group(1)) else "", text, flags=re.I)
+    # bare URLs, outside the Markdown links kept above (their URL is cited, so the check passes there)
+    text = re.sub(bare_url, bare, text, flags=re.I)
     used: dict[int, int] = {}
 
     def renumber(match: re.Match) -> str:

@@ -8,9 +8,7 @@ to the offline policy for that step on any failure; with no key, the offline pol
 from __future__ import annotations
 
 import asyncio
-import html
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -21,11 +19,9 @@ import openai
 from llama_index.core.workflow import Event, StartEvent, StopEvent, Workflow, step
 
 from bot.agent import answering, condense, grading, messages, routing
-from bot.agent.access import Scope, allowed_kbs, channel_default_kbs
 from bot.agent.llm import LlmClient, LlmUnavailable
-from bot.agent.models import Answer, Citation, RoundTrace, Route, Turn
+from bot.agent.models import Answer, Citation, EmptyQuestion, KbTarget, RoundTrace, Route, Turn
 from bot.config import Settings
-from tools.manifests import KnowledgeBaseManifest
 from tools.search import Evidence, HybridSearcher, SearchResult
 from tools.service import KnowledgeService
 from tools.text import content_terms, has_cjk, identifiers, keyword_terms
@@ -38,10 +34,6 @@ EVIDENCE_PER_KB = 8
 EVIDENCE_TOTAL = 8
 
 
-class EmptyQuestion(ValueError):
-    """Nothing to answer: the message had no words once Slack markup was removed."""
-
-
 # --- the data that flows ----------------------------------------------------------------------
 
 
@@ -52,12 +44,12 @@ class Run:
     question: str
     history: Sequence[Turn]
     pinned_kb: str | None
-    scope: Scope
+    targets: dict[str, KbTarget]  # the KBs this question may use (decided by the application layer)
+    preferred: list[str]  # of which the ones to search first (the channel's own)
     on_status: Callable[[str], None] | None
     language: str = "en"
     standalone: str = ""
     candidates: list[str] = field(default_factory=list)
-    preferred: list[str] = field(default_factory=list)
     route: Route = field(default_factory=lambda: Route([], {}))
     probes: dict[str, routing.KbProbe] = field(default_factory=dict)
     rounds: list[RoundTrace] = field(default_factory=list)
@@ -66,7 +58,6 @@ class Run:
     notes: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     used_llm: bool = False
-    manifests: dict[str, KnowledgeBaseManifest] = field(default_factory=dict)
     llm_down: bool = False  # the LLM failed (transport/status) once: the rest of this question is offline
     started: float = field(default_factory=time.perf_counter)
 
@@ -137,13 +128,11 @@ class AnswerWorkflow(Workflow):
         run = ev.run
         engine = self.engine
         started = time.perf_counter()
-        # Manifests are read once per question: every later step uses this snapshot.
-        run.manifests = engine.service.manifests()
-        run.candidates = engine.candidate_kbs(run.manifests, run.scope, run.pinned_kb)
+        run.candidates = engine.candidate_kbs(run.targets, run.pinned_kb)
         if not run.candidates:
             run.standalone = run.question
             return StopEvent(result=engine.refusal(run, messages.no_knowledge_base(run.language)))
-        run.preferred = [] if run.pinned_kb else channel_default_kbs(run.manifests, run.scope.channel, run.candidates)
+        run.preferred = [] if run.pinned_kb else [kb for kb in run.preferred if kb in run.candidates]
         run.standalone = engine.condense(run)
         run.timed("condense", started)
         return QueryEvent(run=run)
@@ -237,9 +226,12 @@ def merge_evidence(results: Sequence[SearchResult]) -> list[Evidence]:
 
 class AnswerEngine:
     def __init__(self, service: KnowledgeService, settings: Settings | None = None, llm: LlmClient | None = None):
+        """`settings` configure the LLM; without them (or without a key) the engine is offline."""
         self.service = service
-        self.settings = settings or service.settings
-        self.llm = llm if llm is not None else (LlmClient(self.settings) if self.settings.llm_enabled else None)
+        self.settings = settings
+        if llm is None and settings is not None and settings.llm_enabled:
+            llm = LlmClient(settings)
+        self.llm = llm
         self.searcher = HybridSearcher(service.store, service.embedder)
         self._descriptions: dict[str, tuple[str, np.ndarray]] = {}
         self._lock = threading.Lock()
@@ -256,33 +248,49 @@ class AnswerEngine:
         question: str,
         history: Sequence[Turn] = (),
         kb: str | None = None,
-        scope: Scope | None = None,
+        *,
+        kbs: Sequence[KbTarget] | None = None,
+        preferred: Sequence[str] = (),
         on_status: Callable[[str], None] | None = None,
     ) -> Answer:
-        """Answer one question. Raises EmptyQuestion for a message with no words; never anything else
-        for bad input."""
-        return asyncio.run(self.aanswer(question, history, kb, scope, on_status))
+        """Answer one question from the KBs `kbs` (searching `preferred` first), or only `kb`. Who may
+        use which KB is decided above this layer (bot.core); `kbs=None` means every KB in the store.
+        Raises EmptyQuestion for a question with no words; never anything else for bad input."""
+        return asyncio.run(self.aanswer(question, history, kb, kbs=kbs, preferred=preferred, on_status=on_status))
 
     async def aanswer(
         self,
         question: str,
         history: Sequence[Turn] = (),
         kb: str | None = None,
-        scope: Scope | None = None,
+        *,
+        kbs: Sequence[KbTarget] | None = None,
+        preferred: Sequence[str] = (),
         on_status: Callable[[str], None] | None = None,
     ) -> Answer:
-        run = Run(question="", history=list(history), pinned_kb=kb, scope=scope or Scope(), on_status=on_status)
+        if kbs is None:
+            if kb is not None:
+                self.service.store.require_kb(kb)  # a clear error for an unknown KB
+            kbs = [KbTarget(r.name, r.description) for r in self.service.store.registry.list_kbs()]
+        run = Run(
+            question="", history=list(history), pinned_kb=kb, targets={t.name: t for t in kbs},
+            preferred=list(preferred), on_status=on_status,
+        )
         run.question = self._clean_question(question, run)
         run.language = messages.language_of(run.question)
-        if kb is not None:
-            self.service.store.require_kb(kb)  # a clear error for an unknown KB
         answer: Answer = await self._workflow.run(start_event=AskEvent(run=run))
         return answer
+
+    def standalone_query(self, question: str, history: Sequence[Turn]) -> str:
+        """The condense step on its own: the follow-up as a question that stands alone."""
+        run = Run(question="", history=list(history), pinned_kb=None, targets={}, preferred=[], on_status=None)
+        run.question = self._clean_question(question, run)
+        return self.condense(run)
 
     # --- prepare -----------------------------------------------------------------------------
 
     def _clean_question(self, question: str, run: Run) -> str:
-        text = clean_slack_markup(question or "")
+        text = " ".join((question or "").split())
         if not text or not any(ch.isalnum() for ch in text):
             raise EmptyQuestion("the question is empty: ask me something about your documents")
         if len(text) > MAX_QUESTION_CHARS:
@@ -290,23 +298,20 @@ class AnswerEngine:
             run.notes.append(messages.truncated_note(MAX_QUESTION_CHARS))
         return text
 
-    def candidate_kbs(
-        self, manifests: Mapping[str, KnowledgeBaseManifest], scope: Scope, pinned: str | None
-    ) -> list[str]:
-        allowed = allowed_kbs(manifests, scope)
-        ready = [kb for kb in allowed if self.service.store.live_versions(kb)]
+    def candidate_kbs(self, targets: Mapping[str, KbTarget], pinned: str | None) -> list[str]:
+        """The KBs worth searching: those that may be used and hold live documents (or only the pinned one)."""
         if pinned is not None:
-            return [pinned] if pinned in allowed else []
-        return ready
+            return [pinned] if pinned in targets else []
+        return [kb for kb in sorted(targets) if self.service.store.live_versions(kb)]
 
     def condense(self, run: Run) -> str:
-        history = [Turn(t.role, clean_slack_markup(t.text)) for t in run.history]
+        history = list(run.history)
         if not history:
             return run.question
         if self.llm is not None and not run.llm_down:
             try:
                 result = self.llm.structured(condense.condense_messages(run.question, history), condense.CondensedQuery)
-                query = clean_slack_markup(result.standalone_query)
+                query = " ".join(result.standalone_query.split())
                 # A rewrite must be about the conversation: one that shares no term with it (a small
                 # model answered "standalone_querry") would derail every later step.
                 said = content_terms(" ".join([run.question, *(t.text for t in history[-condense.MAX_HISTORY_TURNS :])]))
@@ -337,13 +342,14 @@ class AnswerEngine:
 
     # --- route / retrieve --------------------------------------------------------------------
 
-    def description_vector(self, kb: str, manifest: KnowledgeBaseManifest | None) -> np.ndarray | None:
-        if manifest is None:
+    def description_vector(self, target: KbTarget | None) -> np.ndarray | None:
+        if target is None or not target.description:
             return None
+        kb = target.name
         cached = self._descriptions.get(kb)
-        if cached is None or cached[0] != manifest.description:
-            vector = self.service.embedder.embed_query(f"{kb}: {manifest.description}")
-            cached = (manifest.description, vector)
+        if cached is None or cached[0] != target.description:
+            vector = self.service.embedder.embed_query(f"{kb}: {target.description}")
+            cached = (target.description, vector)
             with self._lock:
                 self._descriptions[kb] = cached
         return cached[1]
@@ -357,7 +363,7 @@ class AnswerEngine:
         probes = {}
         for kb in kbs:
             result = self.searcher.search(query, kb, k=EVIDENCE_PER_KB, query_vector=query_vector, judge_vector=judge_vector)
-            description = self.description_vector(kb, run.manifests.get(kb))
+            description = self.description_vector(run.targets.get(kb))
             similarity = float(np.dot(query_vector, description)) if description is not None else 0.0
             exact = bool(names) and any(grading.names_all(e, names) for e in result.evidence)
             probes[kb] = routing.KbProbe(kb, result, similarity, names_identifiers=exact)
@@ -369,7 +375,7 @@ class AnswerEngine:
         """The probes, each KB credited with how well it matched the thread's earlier questions and answers."""
         totals = dict.fromkeys(probes, 0.0)
         for role in ("user", "assistant"):
-            turns = [clean_slack_markup(t.text) for t in run.history if t.role == role]
+            turns = [t.text for t in run.history if t.role == role]
             turns = [t for t in turns if t.strip() and not messages.is_fixed_reply(t)][-routing.THREAD_TURNS :]
             for text in turns:
                 for kb, probe in self.probe(run, text, list(probes)).items():
@@ -384,7 +390,7 @@ class AnswerEngine:
         offline = routing.choose_kbs(list(probes.values()))
         if self.llm is None or run.llm_down or len(probes) < 2:
             return offline, "offline"
-        descriptions = {kb: m.description for kb, m in run.manifests.items()}
+        descriptions = {kb: t.description for kb, t in run.targets.items()}
         try:
             choice = self.llm.structured(
                 routing.route_messages(run.standalone, list(probes.values()), descriptions), routing.RouteChoice
@@ -449,7 +455,7 @@ class AnswerEngine:
                     ),
                     condense.CondensedQuery,
                 )
-                candidate = clean_slack_markup(rewrite.standalone_query)
+                candidate = " ".join(rewrite.standalone_query.split())
                 target = kbs if not others else kbs + others
                 if candidate and (candidate, tuple(sorted(target))) not in run.tried:
                     run.used_llm = True
@@ -506,7 +512,7 @@ class AnswerEngine:
         and cached: a batch on two threads took 1.4-2.2 s for 8 sentences on the shared 2-core machine
         (vs 0.25 s on one), and the same evidence sentences come back question after question."""
         embedder = self.service.embedder
-        if self.settings.embedding_backend != "local" or not texts:
+        if self.service.settings.embedding_backend != "local" or not texts:
             return embedder.embed_documents(texts)
         return np.stack([embedder.embed_query(t) for t in texts])
 
@@ -534,20 +540,4 @@ class AnswerEngine:
         return self._finish(run, "insufficient_context", text, [])
 
 
-_USER_MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
-_SPECIAL_MENTION = re.compile(r"<!(?:here|channel|everyone)(?:\|[^>]*)?>|<!subteam\^[A-Z0-9]+(?:\|([^>]*))?>")
-_CHANNEL = re.compile(r"<#([A-Z0-9]+)(?:\|([^>]*))?>")
-_LINK = re.compile(r"<((?:https?|mailto):[^|>]+)(?:\|([^>]*))?>")
-
-
-def clean_slack_markup(text: str) -> str:
-    """Slack message markup → plain text: mentions dropped, links to their labels, entities decoded."""
-    text = _USER_MENTION.sub(" ", text)
-    text = _SPECIAL_MENTION.sub(lambda m: m.group(1) or " ", text)
-    text = _CHANNEL.sub(lambda m: f"#{m.group(2) or m.group(1)}", text)  # <#C123> has no label
-    text = _LINK.sub(lambda m: m.group(2) or m.group(1), text)
-    text = html.unescape(text)
-    return " ".join(text.split())
-
-
-__all__ = ["AnswerEngine", "EmptyQuestion", "clean_slack_markup", "keyword_terms"]
+__all__ = ["AnswerEngine", "EmptyQuestion", "keyword_terms"]

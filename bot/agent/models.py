@@ -9,6 +9,10 @@ Role = Literal["user", "assistant"]
 Status = Literal["answered", "insufficient_context"]
 
 
+class EmptyQuestion(ValueError):
+    """Nothing to answer: the question has no words."""
+
+
 @dataclass(frozen=True)
 class Turn:
     role: Role
@@ -22,6 +26,14 @@ class Turn:
         if role not in ("user", "assistant"):
             raise ValueError(f"history turn role must be 'user' or 'assistant', not {role!r}")
         return cls(role, str(data.get("text") or ""))
+
+
+@dataclass(frozen=True)
+class KbTarget:
+    """A knowledge base a question may use, as the router sees it."""
+
+    name: str
+    description: str
 
 
 @dataclass

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 
+from bot.core import Origin
 from bot.eval.datasets import file_digest, read_jsonl, resolve
 from bot.eval.engine import ask, make_engine, progress
 from bot.eval.metrics import contains_answer, percentile
@@ -31,7 +32,6 @@ def eval_abstention(ws: EvalWorkspace, dataset: str = "squad2-sample", limit: in
     if limit:
         rows = rows[:limit]
     engine = make_engine(ws, [KB])
-    store = ws.service.store
     bar = progress(ws, len(rows), "abstention")
     answerable = {"n": 0, "answered": 0, "cited_gold": 0, "answer_has_gold": 0}
     unanswerable = {"n": 0, "abstained": 0}
@@ -46,8 +46,8 @@ def eval_abstention(ws: EvalWorkspace, dataset: str = "squad2-sample", limit: in
             answerable["n"] += 1
             if asked.status == "answered":
                 answerable["answered"] += 1
-                chunks = store.get_chunks(KB, [c.chunk_id for c in asked.citations])
-                answerable["cited_gold"] += any(contains_answer(c.text, row["answers"]) for c in chunks)
+                cited = ws.bot.cited_texts(Origin.eval({KB}), asked.citations)
+                answerable["cited_gold"] += any(contains_answer(text, row["answers"]) for text in cited)
                 answerable["answer_has_gold"] += contains_answer(asked.answer, row["answers"])
         if bar is not None:
             bar.update(1)
@@ -59,7 +59,7 @@ def eval_abstention(ws: EvalWorkspace, dataset: str = "squad2-sample", limit: in
         "kb": KB,
         "paragraphs": build.documents,
         "questions": len(rows),
-        "mode": "llm" if engine.llm is not None else "offline",
+        "mode": engine.mode,
         "answerable": {
             "questions": answerable["n"],
             "answered_rate": round(answerable["answered"] / n_a, 4),

@@ -113,8 +113,6 @@ class CachingEmbedder:
 
 def clear_query_cache() -> None:
     """Forget cached query embeddings, so each system's latency pays for encoding its queries."""
-    from tools import embeddings
+    from bot.core import KnowledgeBot
 
-    cached = getattr(embeddings, "_cached_query_embedding", None)
-    if cached is not None and hasattr(cached, "cache_clear"):
-        cached.cache_clear()
+    KnowledgeBot.forget_query_vectors()

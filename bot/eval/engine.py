@@ -1,8 +1,8 @@
-"""The real answer engine over benchmark KBs, limited to the KBs a benchmark case names.
+"""The real application over benchmark KBs, limited to the KBs a benchmark case names.
 
-Limiting the candidate KBs is how a leave-one-out case "rebuilds without" a dataset: each KB has its
-own collection and keyword index, so the remaining KBs are exactly what a store built without the
-left-out one would hold, and nothing is re-ingested.
+Limiting the KBs (an eval `Origin`) is how a leave-one-out case "rebuilds without" a dataset: each KB
+has its own collection and keyword index, so the remaining KBs are exactly what a store built without
+the left-out one would hold, and nothing is re-ingested.
 """
 
 from __future__ import annotations
@@ -11,21 +11,30 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from bot.core import KnowledgeBot, Origin, Turn
 from bot.eval.workspace import EvalWorkspace
 
 
-def make_engine(ws: EvalWorkspace, kbs: Iterable[str]):
-    from bot.agent.engine import AnswerEngine
+@dataclass
+class ScopedBot:
+    """Asks `bot` as a benchmark case would: from an eval origin that may use only `kbs`."""
 
-    class ScopedEngine(AnswerEngine):
-        allowed: set[str]
+    bot: KnowledgeBot
+    kbs: frozenset[str]
 
-        def candidate_kbs(self, manifests, scope, pinned):  # type: ignore[override]
-            return [kb for kb in super().candidate_kbs(manifests, scope, pinned) if kb in self.allowed]
+    @property
+    def mode(self) -> str:
+        return self.bot.mode
 
-    engine = ScopedEngine(ws.service, ws.settings)
-    engine.allowed = set(kbs)
-    return engine
+    def limit(self, kbs: Iterable[str]) -> None:
+        self.kbs = frozenset(kbs)
+
+    def answer(self, question: str, history: Sequence[Turn] = (), kb: str | None = None):
+        return self.bot.ask(Origin.eval(self.kbs), question, history, kb).answer
+
+
+def make_engine(ws: EvalWorkspace, kbs: Iterable[str]) -> ScopedBot:
+    return ScopedBot(ws.bot, frozenset(kbs))
 
 
 @dataclass
@@ -40,7 +49,7 @@ class Asked:
     answer: str
 
 
-def ask(engine, question: str, history: Sequence = (), kb: str | None = None) -> Asked:
+def ask(engine: ScopedBot, question: str, history: Sequence[Turn] = (), kb: str | None = None) -> Asked:
     started = time.perf_counter()
     answer = engine.answer(question, history, kb=kb)
     ms = (time.perf_counter() - started) * 1000

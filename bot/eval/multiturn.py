@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 
+from bot.core import Origin, Turn
 from bot.eval.datasets import file_digest, read_jsonl, resolve
 from bot.eval.engine import ask, make_engine, progress
 from bot.eval.metrics import token_f1
@@ -49,16 +50,12 @@ def build_collections(ws: EvalWorkspace, tasks: list[dict], digest: str, fresh: 
 
 def eval_multiturn(ws: EvalWorkspace, dataset: str = "mtrag-un", canard: str = "canard-dev", limit: int = 0,
                    fresh: bool = False, canard_limit: int = 0) -> dict:
-    from bot.agent.models import Turn
-    from tools.search import HybridSearcher
-
     path = resolve(dataset)
     tasks = list(read_jsonl(path / "tasks.jsonl"))
     kbs = build_collections(ws, tasks, file_digest(path / "tasks.jsonl"), fresh)
     if limit and limit < len(tasks):  # an evenly spread sample: the file is grouped by collection
         tasks = [tasks[i * len(tasks) // limit] for i in range(limit)]
     engine = make_engine(ws, kbs.values())
-    searcher = HybridSearcher(ws.service.store, ws.embedder)
     stats = {v: {"recall_sum": 0.0, "recall_n": 0, "routed": 0, "n": 0, "answered": defaultdict(int)} for v in VARIANTS}
     by_answerability: dict[str, int] = defaultdict(int)
     bar = progress(ws, len(tasks), "multiturn")
@@ -86,7 +83,7 @@ def eval_multiturn(ws: EvalWorkspace, dataset: str = "mtrag-un", canard: str = "
             s["routed"] += asked.top_kb == gold_kb
             s["answered"][label] += asked.status == "answered"
             if gold and gold_kb:
-                hits = searcher.search(asked.standalone, gold_kb, k=5).evidence
+                hits = ws.bot.search(Origin.eval({gold_kb}), gold_kb, asked.standalone, k=5)
                 found = {e.chunk.document for e in hits}
                 s["recall_sum"] += len(gold & found) / len(gold)
                 s["recall_n"] += 1
@@ -109,20 +106,17 @@ def eval_multiturn(ws: EvalWorkspace, dataset: str = "mtrag-un", canard: str = "
         "tasks": len(tasks),
         "tasks_with_gold": stats["raw"]["recall_n"],
         "kbs": kbs,
-        "mode": "llm" if engine.llm is not None else "offline",
+        "mode": engine.mode,
         "variants": variants,
         "condensed_vs_raw_recall": round(variants["condensed"]["recall@5"] / raw_recall, 3) if raw_recall else None,
         "answerability": dict(by_answerability),
     }
     if canard:
-        result["canard"] = eval_canard(ws, canard, engine, canard_limit)
+        result["canard"] = eval_canard(ws, canard, canard_limit)
     return result
 
 
-def eval_canard(ws: EvalWorkspace, dataset: str, engine, limit: int = 0) -> dict:
-    from bot.agent import condense
-    from bot.agent.models import Turn
-
+def eval_canard(ws: EvalWorkspace, dataset: str, limit: int = 0) -> dict:
     rows = list(read_jsonl(resolve(dataset) / "rewrites.jsonl"))
     if limit and limit < len(rows):
         rows = [rows[i * len(rows) // limit] for i in range(limit)]
@@ -134,7 +128,7 @@ def eval_canard(ws: EvalWorkspace, dataset: str, engine, limit: int = 0) -> dict
         turns = [Turn("user", f"{h[0]}: {h[1]}" if len(h) > 1 else h[0])] if h else []
         for i, text in enumerate(h[2:]):
             turns.append(Turn("user" if i % 2 == 0 else "assistant", text))
-        rewritten = condense.condense_offline(row["question"], turns, engine.word_similarity)
+        rewritten = ws.bot.standalone_query(row["question"], turns)
         changed += rewritten.strip() != row["question"].strip()
         raw_f1 += token_f1(row["question"], row["rewrite"])
         condensed_f1 += token_f1(rewritten, row["rewrite"])

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bot.core import KnowledgeBot, Origin
 from bot.eval import baselines
 from bot.eval.datasets import BeirDataset, load_beir
 from bot.eval.embcache import clear_query_cache
@@ -42,13 +43,10 @@ def build_kb(ws: EvalWorkspace, ds: BeirDataset, kb: str | None = None, fresh: b
 
 def kbbot_retriever(ws: EvalWorkspace, kb: str) -> baselines.Retrieve:
     """kbbot's retrieval as the engine uses it: the hybrid searcher with its default configuration."""
-    from tools.search import HybridSearcher
-
-    searcher = HybridSearcher(ws.service.store, ws.embedder)
+    origin = Origin.eval({kb})
 
     def retrieve(query: str, k: int) -> list[str]:
-        result = searcher.search(query, kb, k=k)
-        return list(dict.fromkeys(e.chunk.document for e in result.evidence))
+        return list(dict.fromkeys(e.chunk.document for e in ws.bot.search(origin, kb, query, k)))
 
     return retrieve
 
@@ -75,26 +73,24 @@ def measure_ingest(ws: EvalWorkspace, ds: BeirDataset, sample: int) -> dict:
     """Uncached, same run: kbbot's whole ingest of N documents vs sentence-transformers' bare encode of
     (a) the same documents as one text each and (b) the very chunk texts kbbot embeds."""
     from bot.config import load_settings
-    from tools.embeddings import get_embedder
-    from tools.service import KnowledgeService
 
     records = records_of(ds)[:sample]
-    embedder = get_embedder(ws.settings)
+    embedder = ws.embedder.inner  # the plain, uncached embedder
     ws.log(f"[{ds.name}] ingest speed on {len(records)} documents (no cache): bare encode…")
     bare_docs = baselines.bare_encode_seconds(embedder, [baselines.doc_text(t, x) for _, t, x in records])
     probe_dir = ws.dir / "ingest-probe"
     shutil.rmtree(probe_dir, ignore_errors=True)
-    service = KnowledgeService(load_settings(data_dir=probe_dir))
-    service.__dict__["embedder"] = embedder  # the plain, uncached embedder
-    service.create_kb("probe", "ingest speed probe")
+    probe = KnowledgeBot(load_settings(data_dir=probe_dir))  # the same process-wide model, no cache
+    operator = Origin.cli()
+    probe.create_kb(operator, "probe", "ingest speed probe")
     ws.log(f"[{ds.name}] ingest speed: kbbot ingest…")
     started = time.perf_counter()
-    report = service.ingestor.ingest_texts("probe", records, progress=False)
+    report = probe.ingest_records(operator, "probe", records, progress=False)
     kbbot_s = time.perf_counter() - started
-    chunks = service.store.live_chunks("probe")
-    ws.log(f"[{ds.name}] ingest speed: bare encode of kbbot's {len(chunks)} chunk texts…")
-    bare_chunks = baselines.bare_encode_seconds(embedder, [f"{c.header}\n{c.text}" for c in chunks])
-    del service
+    texts = probe.embedded_texts(operator, "probe")
+    ws.log(f"[{ds.name}] ingest speed: bare encode of kbbot's {len(texts)} chunk texts…")
+    bare_chunks = baselines.bare_encode_seconds(embedder, texts)
+    probe.close()
     shutil.rmtree(probe_dir, ignore_errors=True)
     out = {
         "sample_docs": len(records),
@@ -128,7 +124,7 @@ def eval_retrieval(
         "kbbot": lambda: kbbot_retriever(ws, kb),
         "bm25": lambda: baselines.bm25_baseline(ds.corpus),
         "dense": lambda: baselines.dense_baseline(
-            ws.service.store.client, f"baseline_dense_{build.fingerprint}", ds.corpus, ws.embedder
+            ws.baseline_client, f"baseline_dense_{build.fingerprint}", ds.corpus, ws.embedder
         ),
         "llamaindex": lambda: baselines.llamaindex_baseline(ds.corpus, ws.embedder),
     }

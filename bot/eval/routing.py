@@ -25,7 +25,7 @@ def eval_routing(ws: EvalWorkspace, names: list[str], split: str = "test", fresh
     engine = make_engine(ws, kbs)
 
     def run_all(allowed: list[str], label: str) -> list[tuple[str, object]]:
-        engine.allowed = set(allowed)
+        engine.limit(allowed)
         bar = progress(ws, len(queries), label)
         out = []
         for kb, text in queries:
@@ -56,7 +56,7 @@ def eval_routing(ws: EvalWorkspace, names: list[str], split: str = "test", fresh
         "in_kb_answered_rate": round(sum(a.status == "answered" for _, a in full) / max(len(full), 1), 4),
         "p50_ms": round(percentile([a.ms for _, a in full], 50), 1),
         "p95_ms": round(percentile([a.ms for _, a in full], 95), 1),
-        "mode": "llm" if engine.llm is not None else "offline",
+        "mode": engine.mode,
     }
     cases = {}
     refused_total = answered_total = out_total = in_total = 0

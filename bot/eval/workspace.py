@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import sys
 import time
@@ -13,21 +12,8 @@ from functools import cached_property
 from pathlib import Path
 
 from bot.config import Settings, load_settings
+from bot.core import KnowledgeBot, Origin
 from bot.eval.embcache import CachingEmbedder, EmbeddingCache
-from tools.embeddings import get_embedder
-from tools.service import KnowledgeService
-
-
-class EvalService(KnowledgeService):
-    """The real service (same store, ingest pipeline, search), with a corpus-embedding cache."""
-
-    def __init__(self, settings: Settings, cache: EmbeddingCache | None):
-        super().__init__(settings)
-        self._cache = cache
-
-    @cached_property
-    def embedder(self) -> CachingEmbedder:  # type: ignore[override]
-        return CachingEmbedder(get_embedder(self.settings), self._cache)
 
 
 @dataclass
@@ -59,11 +45,8 @@ class KbBuild:
 
 def pipeline_fingerprint(*parts: str) -> str:
     """Changes whenever the corpus, the model, the chunking or what ingest stores changes: then a KB is rebuilt."""
-    from tools import chunking
-    from tools.ingest import PIPELINE_VERSION
-
     digest = hashlib.sha256()
-    for part in (*parts, inspect.getsource(chunking), PIPELINE_VERSION.decode()):
+    for part in (*parts, *KnowledgeBot.pipeline_identity()):
         digest.update(part.encode())
         digest.update(b"\0")
     return digest.hexdigest()[:16]
@@ -77,16 +60,26 @@ class EvalWorkspace:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.settings = load_settings(data_dir=self.dir / "store")
         self.cache = EmbeddingCache(self.dir / "embeddings.sqlite3") if use_cache else None
-        self.service = EvalService(self.settings, self.cache)
+        # The real application (same store, ingest pipeline, search, engine), with a corpus-embedding cache.
+        self.bot = KnowledgeBot(self.settings, wrap_embedder=lambda inner: CachingEmbedder(inner, self.cache))
+        self.origin = Origin.cli()  # benchmark KBs are built and replaced as an operator would
         self.progress = progress
 
     def log(self, message: str) -> None:
         if self.progress:
             print(message, file=sys.stderr, flush=True)
 
+    @cached_property
+    def baseline_client(self):
+        """A Chroma store of the baselines' own (kbbot's store belongs to kbbot)."""
+        import chromadb
+        from chromadb.config import Settings as ChromaSettings
+
+        return chromadb.PersistentClient(path=str(self.dir / "baselines"), settings=ChromaSettings(anonymized_telemetry=False))
+
     @property
     def embedder(self) -> CachingEmbedder:
-        return self.service.embedder
+        return self.bot.embedder  # type: ignore[return-value]
 
     def ensure_kb(
         self, kb: str, description: str, records: Sequence[tuple[str, str, str]], corpus_digest: str,
@@ -95,19 +88,18 @@ class EvalWorkspace:
         """The KB holding exactly these (name, title, text) records, ingested by the real pipeline."""
         fingerprint = pipeline_fingerprint(corpus_digest, self.embedder.model_name, description)
         sidecar = self.dir / "kbs" / f"{kb}.json"
-        store = self.service.store
-        if not fresh and sidecar.is_file() and store.registry.get_kb(kb) is not None:
+        if not fresh and sidecar.is_file() and self.bot.kb_exists(kb):
             data = json.loads(sidecar.read_text(encoding="utf-8"))
             if data.get("fingerprint") == fingerprint:
                 data["reused"] = True
                 return KbBuild(**data)
-        if store.registry.get_kb(kb) is not None:
-            store.delete_kb(kb)
-        self.service.create_kb(kb, description)
+        if self.bot.kb_exists(kb):
+            self.bot.delete_kb(self.origin, kb)
+        self.bot.create_kb(self.origin, kb, description)
         self.log(f"[{kb}] ingesting {len(records)} documents through the kbbot pipeline…")
         hits0, misses0 = self.embedder.counters()
         started = time.perf_counter()
-        report = self.service.ingestor.ingest_texts(kb, records, progress=self.progress)
+        report = self.bot.ingest_records(self.origin, kb, records, progress=self.progress)
         elapsed = time.perf_counter() - started
         hits1, misses1 = self.embedder.counters()
         if not report.ok:

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from slack_bolt import App, BoltContext
+from pydantic import SecretStr
+from slack_bolt import App
 from slack_bolt.error import BoltError
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
@@ -28,9 +28,11 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 
 from bot.config import Settings
+from bot.core import KnowledgeBot
+from bot.slack.deps import SlackDeps, build_deps
 from bot.slack.idempotency import deduplicate_deliveries
 from bot.slack.listeners import register_listeners
-from bot.slack.runtime import SlackRuntime
+from bot.slack.membership import SlackMembership
 
 log = logging.getLogger(__name__)
 
@@ -59,17 +61,19 @@ def build_web_client(settings: Settings, token: str | None = None) -> WebClient:
     )
 
 
-def _secret(value) -> str | None:  # noqa: ANN001
+def _secret(value: SecretStr | None) -> str | None:
     return value.get_secret_value().strip() or None if value is not None else None
 
 
-def build_app(
+def build_slack(
     settings: Settings,
-    runtime: SlackRuntime,
+    bot: KnowledgeBot | None = None,
     *,
     socket_mode: bool = False,
     token_verification_enabled: bool = True,
-) -> App:
+) -> tuple[App, SlackDeps]:
+    """The Bolt app and what its listeners share. `bot` defaults to one over the configured data dir;
+    either way it looks up channel membership through this app's Web API client."""
     token = _secret(settings.slack_bot_token)
     if not token:
         raise SlackConfigError("SLACK_BOT_TOKEN is not set (the bot token, xoxb-…, from OAuth & Permissions)")
@@ -79,9 +83,10 @@ def build_app(
             "SLACK_SIGNING_SECRET is not set: HTTP mode verifies every request with it "
             "(Basic Information → Signing Secret), or set SLACK_APP_TOKEN for Socket Mode"
         )
+    client = build_web_client(settings, token)
     try:
         app = App(
-            client=build_web_client(settings, token),  # carries the token; passing both only logs a warning
+            client=client,  # carries the token; passing both only logs a warning
             signing_secret=signing_secret or "",
             token_verification_enabled=token_verification_enabled,
             request_verification_enabled=bool(signing_secret),
@@ -101,16 +106,15 @@ def build_app(
     except OSError as exc:  # DNS, refused connection, timeout
         raise SlackConfigError(f"could not reach Slack at {api_base_url(settings)} ({exc}); check SLACK_API_URL and the network") from None
 
-    def attach_runtime(context: BoltContext, next: Callable) -> None:
-        context["kbbot"] = runtime
-        next()
-
-    app.use(deduplicate_deliveries(runtime.ledger))
-    app.use(attach_runtime)
-    register_listeners(app)
+    if bot is None:
+        bot = KnowledgeBot(settings)
+    bot.membership = SlackMembership(client)
+    deps = build_deps(settings, bot)
+    app.use(deduplicate_deliveries(deps.ledger))
+    register_listeners(app, deps)
 
     @app.error
     def on_error(error: Exception, body: dict, logger: logging.Logger) -> None:
         logger.error("unhandled error in a Slack listener: %s: %s", type(error).__name__, error)
 
-    return app
+    return app, deps

@@ -1,27 +1,26 @@
-"""A Slack message → a question for the engine → a threaded reply.
+"""A Slack message → a question for the application layer → a threaded reply.
 
 History comes from Slack itself (`conversations.replies` for threads, `conversations.history` for DMs),
-not from process memory, so a restart loses no context. The channel decides the scope: restricted KBs
-only in their channels, or in DMs of their members (`conversations.members`).
+not from process memory, so a restart loses no context. Where the message was asked decides what may be
+searched (`Origin`); the application layer applies the rules.
 """
 
 from __future__ import annotations
 
-import html
 import logging
-import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import islice
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.agent.access import Scope
-from bot.agent.models import Turn
-from bot.slack.records import new_answer_id
-from bot.slack.render import RenderedAnswer, render_answer, render_error
-from bot.slack.runtime import SlackRuntime
+from bot.core import EmptyQuestion, Origin, Turn
+from bot.slack.deps import SlackDeps
+from bot.slack.markup import clean_text
+from bot.slack.render import RenderedAnswer, render_answer, render_error, shorten
+from bot.slack.work import fire_and_forget
 
 log = logging.getLogger(__name__)
 
@@ -32,25 +31,8 @@ GREETING = (
     "Hi! Ask me a question and I'll answer from the knowledge bases, with sources. "
     "Try `/kb help` for uploads and more."
 )
-
-_USER_MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
-_SPECIAL = re.compile(r"<!(here|channel|everyone)(?:\|[^>]*)?>")
-_CHANNEL = re.compile(r"<#[CG][A-Z0-9]+\|([^>]*)>")
-_LINK = re.compile(r"<((?:https?|mailto):[^>|]+)(?:\|([^>]*))?>")
-
-
-def clean_text(text: str, bot_user_id: str | None = None) -> str:
-    """Slack's message markup → plain text for the engine: the bot's own mention removed."""
-    text = text or ""
-    text = _USER_MENTION.sub(lambda m: "" if m.group(1) == bot_user_id else f"@{m.group(1)}", text)
-    text = _SPECIAL.sub("", text)
-    text = _CHANNEL.sub(lambda m: f"#{m.group(1)}", text)
-    text = _LINK.sub(lambda m: m.group(2) or m.group(1), text)
-    return " ".join(html.unescape(text).split())
-
-
-def mentions(text: str, user_id: str | None) -> bool:
-    return bool(user_id) and any(m.group(1) == user_id for m in _USER_MENTION.finditer(text or ""))
+BUSY = ":hourglass: I'm answering a lot of questions right now — please ask again in a minute."
+FAILED = "Sorry — something went wrong while answering. Please try again in a moment."
 
 
 def _ts(value: str | None) -> float:
@@ -66,7 +48,7 @@ class Question:
 
     channel: str
     user: str | None
-    text: str
+    text: str  # as Slack sent it (markup included)
     ts: str
     thread_ts: str | None  # the thread the message is in, if any
     is_dm: bool
@@ -74,12 +56,18 @@ class Question:
     surface: str  # "mention" | "dm" | "thread"
     bot_user_id: str | None = None
     bot_id: str | None = None
-    replies: list[dict] | None = None  # the thread, when the listener already fetched it
+    replies: list[dict] | None = None  # the thread, when already fetched
 
     @property
     def reply_ts(self) -> str:
         """Replies always go in the message's thread (a new one for a top-level message)."""
         return self.thread_ts or self.ts
+
+    @property
+    def origin(self) -> Origin:
+        if self.is_dm:
+            return Origin.slack_dm(self.channel, self.user, self.reply_ts)
+        return Origin.slack_channel(self.channel, self.user, self.reply_ts)
 
     def from_bot(self, message: dict) -> bool:
         return bool(
@@ -92,15 +80,8 @@ class Question:
 
 
 def fetch_replies(client: WebClient, channel: str, thread_ts: str, pages: int = 5) -> list[dict]:
-    messages: list[dict] = []
-    cursor = None
-    for _ in range(pages):
-        response = client.conversations_replies(channel=channel, ts=thread_ts, limit=200, cursor=cursor)
-        messages += response.get("messages") or []
-        cursor = (response.get("response_metadata") or {}).get("next_cursor")
-        if not cursor:
-            break
-    return messages
+    responses = client.conversations_replies(channel=channel, ts=thread_ts, limit=200)
+    return [m for page in islice(responses, pages) for m in page.get("messages") or []]
 
 
 def bot_in_thread(question: Question, replies: list[dict]) -> bool:
@@ -119,7 +100,7 @@ def turns_from(question: Question, messages: list[dict]) -> list[Turn]:
             continue
         else:
             role = "user"
-        text = clean_text(message.get("text") or "", question.bot_user_id)
+        text = clean_text(message.get("text"))
         if text:
             turns.append(Turn(role, text))
     return turns[-MAX_TURNS:]
@@ -148,14 +129,6 @@ def history_for(client: WebClient, question: Question) -> list[Turn]:
     return []
 
 
-def scope_for(runtime: SlackRuntime, client: WebClient, channel: str, user: str | None, is_dm: bool) -> Scope:
-    if not is_dm:
-        return Scope(channel=channel)
-    restricted = {c for m in runtime.service.manifests().values() if m.restricted for c in m.allowed_channels}
-    member_of = runtime.members.channels_of(client, user, restricted) if (user and restricted) else frozenset()
-    return Scope(channel=channel, member_of=member_of, is_dm=True)
-
-
 # --- progress ----------------------------------------------------------------------------------
 
 
@@ -166,8 +139,8 @@ class StatusReporter:
     after the reply (Slack clears the status when the reply is posted).
     """
 
-    def __init__(self, runtime: SlackRuntime, client: WebClient, channel: str, thread_ts: str):
-        self.runtime, self.client, self.channel, self.thread_ts = runtime, client, channel, thread_ts
+    def __init__(self, deps: SlackDeps, client: WebClient, channel: str, thread_ts: str):
+        self.deps, self.client, self.channel, self.thread_ts = deps, client, channel, thread_ts
         self._pending: str | None = None
         self._sent: str | None = None
         self._closed = False
@@ -175,13 +148,13 @@ class StatusReporter:
         self._send_lock = threading.Lock()
 
     def __call__(self, text: str) -> None:
-        if not self.runtime.status.enabled:
+        if not self.deps.status.enabled:
             return
         with self._lock:
             if self._closed:
                 return
-            self._pending = text[:100]
-        self.runtime.side.submit(self._flush)
+            self._pending = shorten(text, 100)
+        fire_and_forget(self.deps.side, self._flush)
 
     def _flush(self) -> None:
         with self._send_lock:
@@ -193,7 +166,7 @@ class StatusReporter:
                 self.client.assistant_threads_setStatus(channel_id=self.channel, thread_ts=self.thread_ts, status=text)
                 self._sent = text
             except SlackApiError as exc:
-                self.runtime.status.refused(exc.response.get("error"))
+                self.deps.status.refused(exc.response.get("error"))
             except Exception as exc:  # a status is never worth failing the answer for
                 log.debug("setStatus failed: %s", exc)
 
@@ -212,14 +185,30 @@ def add_reaction(client: WebClient, channel: str, ts: str, name: str = "eyes") -
             log.debug("reactions.add failed: %s", exc.response.get("error"))
 
 
+# --- the one ask flow ----------------------------------------------------------------------------
+
+
+def ask(deps: SlackDeps, origin: Origin, text: str, history: list[Turn], on_status: Callable[[str], None] | None = None) -> RenderedAnswer:
+    """Ask the application layer and render the answer (recorded there, with the id the buttons carry);
+    anything unexpected becomes an apology, never a crash or an exception's text."""
+    try:
+        result = deps.bot.ask(origin, text, history, on_status=on_status)
+    except EmptyQuestion:
+        return RenderedAnswer(text=GREETING, markdown=GREETING)
+    except Exception:
+        log.exception("answering in %s failed", origin.channel)
+        return render_error(FAILED)
+    return render_answer(result.answer, result.answer_id)
+
+
 # --- replies -----------------------------------------------------------------------------------
 
 
 def deliver(
-    runtime: SlackRuntime, client: WebClient, question: Question, rendered: RenderedAnswer, say_stream: Callable | None
+    deps: SlackDeps, client: WebClient, question: Question, rendered: RenderedAnswer, say_stream: Callable | None
 ) -> str | None:
     """Stream the reply where the workspace supports it (chat.startStream…stopStream), else post it."""
-    if runtime.streaming.enabled and say_stream is not None:
+    if deps.streaming.enabled and say_stream is not None and rendered.blocks:
         streamer = None
         try:
             streamer = say_stream(
@@ -235,66 +224,65 @@ def deliver(
                 log.warning("chat stream %s failed mid-way (%s); completing with chat.update", streamer.ts, error)
                 client.chat_update(channel=question.channel, ts=streamer.ts, text=rendered.text, blocks=rendered.blocks)
                 return streamer.ts
-            runtime.streaming.refused(error)
+            deps.streaming.refused(error)
             log.info("chat streaming not possible here (%s); posting instead", error)
     response = client.chat_postMessage(
-        channel=question.channel, thread_ts=question.reply_ts, text=rendered.text, blocks=rendered.blocks,
+        channel=question.channel, thread_ts=question.reply_ts, text=rendered.text, blocks=rendered.blocks or None,
         unfurl_links=False, unfurl_media=False,
     )
     return response.get("ts")
 
 
-def receive(runtime: SlackRuntime, client: WebClient, question: Question, say_stream: Callable | None = None) -> bool:
-    """On the listener thread, in milliseconds: claim the message (so it is answered once), show that the
-    bot is on it (:eyes: and a status, on the side pool), and queue the answer on the worker pool.
-    Returns False when the message was already claimed."""
-    if not runtime.ledger.claim(f"message:{question.channel}:{question.ts}"):
-        log.info("message %s/%s already being answered", question.channel, question.ts)
-        return False
-    text = clean_text(question.text, question.bot_user_id)
-    if not text:
-        runtime.side.submit(_post_quietly, client, question.channel, question.reply_ts, GREETING)
-        return True
-    status = StatusReporter(runtime, client, question.channel, question.reply_ts)
-    runtime.side.submit(add_reaction, client, question.channel, question.ts)
-    status(FIRST_STATUS)
-    runtime.submit(answer_question, runtime, client, question, text, status, say_stream)
-    return True
-
-
-def _post_quietly(client: WebClient, channel: str, thread_ts: str, text: str) -> None:
+def post_quietly(client: WebClient, channel: str, thread_ts: str | None, text: str) -> None:
     try:
-        client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text)
+        client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text, unfurl_links=False, unfurl_media=False)
     except SlackApiError as exc:
         log.warning("could not post to %s: %s", channel, exc.response.get("error"))
 
 
+def receive(deps: SlackDeps, client: WebClient, question: Question, say_stream: Callable | None = None) -> bool:
+    """Claim the message (so it is answered once), show that the bot is on it (:eyes: and a status, on the
+    side pool) and queue the answer — or say the bot is busy. False when it was already claimed."""
+    if not deps.ledger.claim(f"message:{question.channel}:{question.ts}"):
+        log.info("message %s/%s already being answered", question.channel, question.ts)
+        return False
+    text = clean_text(question.text)
+    if not text:
+        fire_and_forget(deps.side, post_quietly, client, question.channel, question.reply_ts, GREETING)
+        return True
+    status = StatusReporter(deps, client, question.channel, question.reply_ts)
+    if not deps.answers.submit(answer_question, deps, client, question, text, status, say_stream):
+        fire_and_forget(deps.side, post_quietly, client, question.channel, question.reply_ts, BUSY)
+        return True
+    fire_and_forget(deps.side, add_reaction, client, question.channel, question.ts)
+    status(FIRST_STATUS)
+    return True
+
+
 def answer_question(
-    runtime: SlackRuntime, client: WebClient, question: Question, text: str, status: StatusReporter,
+    deps: SlackDeps, client: WebClient, question: Question, text: str, status: StatusReporter,
     say_stream: Callable | None = None,
 ) -> None:
-    """On a worker: history from Slack, the scope, the engine, then the reply in the thread."""
-    from bot.agent.engine import EmptyQuestion  # loaded already: the engine is built by now or next line
-
+    """On a worker: history from Slack, the answer, then the reply in the thread."""
     try:
-        history = history_for(client, question)
-        scope = scope_for(runtime, client, question.channel, question.user, question.is_dm)
-        answer = runtime.engine.answer(text, history, scope=scope, on_status=status)
-        answer_id = new_answer_id()
-        runtime.records.log_answer(
-            answer, answer_id=answer_id, surface=question.surface, channel=question.channel,
-            thread_ts=question.reply_ts, user=question.user,
-        )
+        rendered = ask(deps, question.origin, text, history_for(client, question), status)
+    finally:
         status.close()
-        deliver(runtime, client, question, render_answer(answer, answer_id), say_stream)
-    except EmptyQuestion:
-        status.close()
-        _post_quietly(client, question.channel, question.reply_ts, GREETING)
-    except Exception:
-        status.close()
-        log.exception("answering %s/%s failed", question.channel, question.ts)
-        rendered = render_error("Sorry — something went wrong while answering. Please try again in a moment.")
-        try:
-            client.chat_postMessage(channel=question.channel, thread_ts=question.reply_ts, text=rendered.text, blocks=rendered.blocks)
-        except SlackApiError:
-            log.exception("could not report the failure to Slack")
+    try:
+        deliver(deps, client, question, rendered, say_stream)
+    except SlackApiError:
+        log.exception("could not reply in %s/%s", question.channel, question.reply_ts)
+
+
+def answer_if_in_thread(deps: SlackDeps, client: WebClient, question: Question, say_stream: Callable | None = None) -> None:
+    """On a worker: a thread reply without a mention is answered only in threads the bot answered in."""
+    try:
+        question.replies = fetch_replies(client, question.channel, question.thread_ts or question.ts)
+    except SlackApiError as exc:
+        log.warning("could not read thread %s/%s (%s)", question.channel, question.thread_ts, exc.response.get("error"))
+        return
+    if bot_in_thread(question, question.replies) and deps.ledger.claim(f"message:{question.channel}:{question.ts}"):
+        text = clean_text(question.text)
+        if text:
+            fire_and_forget(deps.side, add_reaction, client, question.channel, question.ts)
+            answer_question(deps, client, question, text, StatusReporter(deps, client, question.channel, question.reply_ts), say_stream)

@@ -2,7 +2,7 @@
 
 The HTTP server is a small threaded `http.server` in front of `App.dispatch` (Bolt's own development
 server is single-threaded): Bolt verifies the signature and timestamp, acks, and the work runs on the
-runtime's worker pool, so the HTTP response goes back in milliseconds.
+work pools (bot/slack/work.py), so the HTTP response goes back in milliseconds.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from slack_bolt import App, BoltRequest
 
 from bot.config import Settings
+from bot.core import KnowledgeBot
 
 log = logging.getLogger(__name__)
 
@@ -82,17 +83,16 @@ def make_http_server(app: App, host: str = "0.0.0.0", port: int = 3000, path: st
 
 
 def serve(settings: Settings, host: str = "0.0.0.0", port: int | None = None) -> int:
-    from bot.slack.app import SlackConfigError, build_app
-    from bot.slack.runtime import build_runtime
+    from bot.slack.app import SlackConfigError, build_slack
 
     app_token = settings.slack_app_token.get_secret_value().strip() if settings.slack_app_token else ""
     socket_mode = bool(app_token)
     if not settings.slack_enabled:
         raise SlackConfigError("SLACK_BOT_TOKEN is not set; see 'Slack app setup' in README.md")
-    runtime = build_runtime(settings)
-    app = build_app(settings, runtime, socket_mode=socket_mode)
+    app, deps = build_slack(settings, socket_mode=socket_mode)
+    deps.bot.refresh()  # logs every kb.toml that cannot be read (its KB keeps its last known rules)
     if settings.slack_warmup:
-        threading.Thread(target=_warm_up, args=(runtime,), name="kbbot-warmup", daemon=True).start()
+        threading.Thread(target=_warm_up, args=(deps.bot,), name="kbbot-warmup", daemon=True).start()
     if socket_mode:
         from slack_bolt.adapter.socket_mode import SocketModeHandler
 
@@ -110,14 +110,14 @@ def serve(settings: Settings, host: str = "0.0.0.0", port: int | None = None) ->
         pass
     finally:
         server.server_close()
-        runtime.shutdown(wait=False)
+        deps.shutdown(timeout_s=0)
     return 0
 
 
-def _warm_up(runtime) -> None:  # noqa: ANN001
+def _warm_up(bot: KnowledgeBot) -> None:
     """Load the embedding model and indexes before the first question arrives."""
     try:
-        runtime.engine.answer("warm-up: what is in the knowledge base?")
+        bot.warm_up()
     except Exception as exc:
         log.info("warm-up skipped: %s", exc)
 

@@ -13,13 +13,14 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from urllib.parse import urlparse
+from urllib.parse import quote, urlparse, urlsplit, urlunsplit
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.slack.render import escape
-from tools.parsing import SUPPORTED_SUFFIXES
+from bot.core import SUPPORTED_SUFFIXES, USER_ERRORS, AccessDenied, NotFound, Origin, Upload
+from bot.slack.deps import SlackDeps
+from bot.slack.render import NAME_CHARS, clamp, escape, shorten
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,8 @@ def download(url: str, token: str, max_bytes: int, trusted_hosts: set[str], expe
     if not is_trusted_host(url, trusted_hosts):
         raise DownloadError("the file's URL is not a Slack URL; refusing to send the bot token there")
     opener = urllib.request.build_opener(_NoTokenLeakRedirects(trusted_hosts))
+    parts = urlsplit(url)  # a file name with non-ASCII characters is part of the path
+    url = urlunsplit(parts._replace(path=quote(parts.path, safe="/%"), query=quote(parts.query, safe="=&%")))
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
     try:
         with opener.open(request, timeout=DOWNLOAD_TIMEOUT_S) as response:
@@ -133,48 +136,46 @@ def resolve(client: WebClient, file: SlackFile) -> SlackFile:
     return SlackFile.from_payload(info)
 
 
-def ingest_slack_files(runtime, client: WebClient, kb: str, files: list[SlackFile]) -> list[FileResult]:  # noqa: ANN001
-    """Download and ingest each file into `kb`, one KB at a time; a bad file never stops the others."""
-    from tools.embeddings import EmbeddingError
-    from tools.manifests import ManifestError
-    from tools.store import KnowledgeBaseError
-
-    settings = runtime.settings
+def ingest_slack_files(deps: SlackDeps, client: WebClient, origin: Origin, kb: str, files: list[SlackFile]) -> list[FileResult]:
+    """Download and ingest each file into `kb`; a bad file never stops the others. The application layer
+    decides whether this person may upload there — before anything is downloaded."""
+    try:
+        deps.bot.check_upload(origin, kb)
+    except (NotFound, AccessDenied) as exc:
+        return [FileResult(f.name, "refused", detail=str(exc)) for f in files]
+    max_bytes = deps.settings.max_upload_bytes
     results: list[FileResult] = []
-    with runtime.kb_lock(kb):
-        for file in files:
-            try:
-                if not file.url:  # metadata only (files.info); nothing is downloaded before the checks
-                    file = resolve(client, file)
-                reason = precheck(file, settings.max_upload_bytes)
-                if reason:
-                    results.append(FileResult(file.name, "refused", detail=reason))
-                    continue
-                if not file.url:
-                    raise DownloadError("Slack did not give a download URL for this file")
-                expect_html = PurePosixPath(file.name).suffix.lower() in (".html", ".htm")
-                data = download(file.url, runtime.bot_token, settings.max_upload_bytes, runtime.trusted_hosts, expect_html)
-                report = runtime.service.ingest_bytes(kb, file.name, data, source_url=file.permalink)
-            except DownloadError as exc:
-                results.append(FileResult(file.name, "failed", detail=str(exc)))
+    for file in files:
+        try:
+            if not file.url:  # metadata only (files.info); nothing is downloaded before the checks
+                file = resolve(client, file)
+            reason = precheck(file, max_bytes)
+            if reason:
+                results.append(FileResult(file.name, "refused", detail=reason))
                 continue
-            except (KnowledgeBaseError, ManifestError, EmbeddingError, ValueError) as exc:
-                results.append(FileResult(file.name, "failed", detail=str(exc)))
-                continue
-            except Exception:
-                log.exception("ingesting %s into %s failed", file.name, kb)
-                results.append(FileResult(file.name, "failed", detail="internal error while ingesting (see the bot's log)"))
-                continue
-            for doc in report.documents:
-                results.append(FileResult(doc.document, doc.status, doc.chunks, doc.error))
+            if not file.url:
+                raise DownloadError("Slack did not give a download URL for this file")
+            expect_html = PurePosixPath(file.name).suffix.lower() in (".html", ".htm")
+            data = download(file.url, deps.bot_token, max_bytes, deps.trusted_hosts, expect_html)
+            [report] = deps.bot.upload(origin, kb, [Upload(file.name, data, file.permalink)])
+        except (DownloadError, *USER_ERRORS) as exc:
+            results.append(FileResult(file.name, "failed", detail=str(exc)))
+            continue
+        except Exception:
+            log.exception("ingesting %s into %s failed", file.name, kb)
+            results.append(FileResult(file.name, "failed", detail="internal error while ingesting (see the bot's log)"))
+            continue
+        for doc in report.documents:
+            results.append(FileResult(doc.document, doc.status, doc.chunks, doc.error))
     return results
 
 
 def results_text(kb: str, results: list[FileResult]) -> str:
     ok = sum(r.ok for r in results)
-    lines = [f"*Upload to `{kb}`*: {ok} of {len(results)} file{'s' if len(results) != 1 else ''} ingested"]
+    lines = [f"*Upload to `{escape(kb)}`*: {ok} of {len(results)} file{'s' if len(results) != 1 else ''} ingested"]
     for r in results:
-        name, detail = escape(r.name), escape(r.detail or "unknown error")
+        name = escape(shorten(r.name, NAME_CHARS)).replace("`", "'")
+        detail = escape(shorten(r.detail or "unknown error", 200))
         if r.status == "ready":
             lines.append(f":white_check_mark: `{name}` — ready, {r.chunks} chunk{'s' if r.chunks != 1 else ''}")
         elif r.status == "unchanged":
@@ -183,4 +184,4 @@ def results_text(kb: str, results: list[FileResult]) -> str:
             lines.append(f":no_entry: `{name}` — refused: {detail}")
         else:
             lines.append(f":x: `{name}` — failed: {detail}")
-    return "\n".join(lines)
+    return clamp("\n".join(lines))

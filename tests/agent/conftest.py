@@ -53,7 +53,7 @@ def agent_settings(agent_data_dir: Path) -> Settings:
 def agent_service(agent_settings: Settings) -> Iterator:
     from tools.service import KnowledgeService
 
-    with KnowledgeService(agent_settings) as service:
+    with KnowledgeService(agent_settings.tools) as service:
         yield service
 
 

@@ -85,7 +85,7 @@ def cli_runs(synced_data_dir: Path, tmp_path_factory: pytest.TempPathFactory, se
 def live_chunk(settings, kb: str, chunk_id: str) -> bool:
     from tools.service import KnowledgeService
 
-    with KnowledgeService(settings) as service:
+    with KnowledgeService(settings.tools) as service:
         return len(service.store.get_chunks(kb, [chunk_id])) == 1
 
 

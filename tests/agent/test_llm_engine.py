@@ -17,7 +17,6 @@ import pytest
 from fake_openai import API_KEY, Reply, Request, chat, error, pipeline
 
 from bot.agent import answering
-from bot.agent.access import Scope
 from bot.agent.engine import MAX_ROUNDS
 from bot.agent.models import Turn
 
@@ -131,11 +130,17 @@ def test_llm_rewrite_unrelated_to_the_conversation_is_not_used(llm_engine, fake_
     assert answer.status == "answered" and "parental-leave.html" in [c.document for c in answer.citations]
 
 
-def test_llm_route_cannot_reach_a_kb_the_caller_may_not_use(llm_engine, fake_llm):
+def test_llm_route_cannot_reach_a_kb_the_caller_may_not_use(agent_service, agent_data_dir, fake_llm):
     """The router may only pick among the probed KBs: naming a restricted one falls back offline."""
+    from helpers.membership import StaticMembership
+    from helpers.settings import build_settings
+
+    from bot.core import KnowledgeBot, Origin
+
+    settings = build_settings(agent_data_dir, OPENAI_API_KEY=API_KEY, OPENAI_BASE_URL=fake_llm.base_url, KBBOT_LLM_TIMEOUT=5)
     fake_llm.handler = token_pipeline(route=route_to("finance"))
-    scope = Scope(channel="D0DIRECT1", is_dm=True, member_of=frozenset({"C0PEOPLE01"}))
-    answer = llm_engine.answer(TOKEN_QUESTION, scope=scope)
+    bot = KnowledgeBot(settings, service=agent_service, membership=StaticMembership({"C0PEOPLE01": {"U0EMPLOY01"}}))
+    answer = bot.ask(Origin.slack_dm("D0DIRECT1", "U0EMPLOY01"), TOKEN_QUESTION).answer
 
     assert "finance" not in answer.searched_kbs and "finance" not in answer.route.scores
     assert answer.route.method == "offline"

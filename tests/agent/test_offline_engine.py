@@ -12,9 +12,8 @@ import threading
 import pytest
 
 from bot.agent import messages
-from bot.agent.access import Scope
-from bot.agent.engine import MAX_QUESTION_CHARS, MAX_ROUNDS, AnswerEngine, EmptyQuestion, clean_slack_markup
-from bot.agent.models import Answer, Turn
+from bot.agent.engine import MAX_QUESTION_CHARS, MAX_ROUNDS, AnswerEngine
+from bot.agent.models import Answer, EmptyQuestion, Turn
 from tools.store import KnowledgeBaseError
 from tools.text import identifiers, mentions
 
@@ -397,73 +396,6 @@ def test_citations_follow_the_live_version_of_a_document(sample_service):
     assert "Porto" not in third.answer
 
 
-# --- who may see what ---------------------------------------------------------------------------
-
-
-FINANCE_QUESTION = "What's the revenue target for Q3 of FY2027?"
-
-
-def test_restricted_kb_is_never_searched_or_cited_outside_its_channel(offline_engine):
-    answer = offline_engine.answer(FINANCE_QUESTION, scope=Scope(channel="C0PEOPLE01"))
-
-    assert "finance" not in answer.searched_kbs
-    assert "finance" not in answer.route.kbs and "finance" not in answer.route.scores
-    assert all("finance" not in r.kbs for r in answer.rounds)
-    assert all(not eid.startswith("finance/") for r in answer.rounds for eid in r.evidence_ids)
-    assert all(c.kb != "finance" for c in answer.citations)
-    assert "21.6" not in answer.answer
-
-
-def test_pinning_a_restricted_kb_outside_its_channel_searches_nothing(offline_engine):
-    answer = offline_engine.answer(FINANCE_QUESTION, kb="finance", scope=Scope(channel="C0PEOPLE01"))
-    assert answer.status == "insufficient_context"
-    assert answer.searched_kbs == [] and answer.citations == []
-    assert "21.6" not in answer.answer
-
-
-def test_restricted_kb_is_searched_and_cited_in_its_channel(offline_engine, fixture_questions):
-    answer = offline_engine.answer(FINANCE_QUESTION, scope=Scope(channel="C0FINANCE1"))
-    assert answer.status == "answered", answer.answer
-    assert answer.rounds[0].kbs == ["finance"]
-    assert fixture_questions[FINANCE_QUESTION]["document"] in documents(answer)
-    assert "$21.6M" in answer.answer
-
-
-def test_restricted_kb_in_a_dm_follows_the_users_channels(offline_engine):
-    member = offline_engine.answer(
-        FINANCE_QUESTION, scope=Scope(channel="D0DIRECT1", is_dm=True, member_of=frozenset({"C0FINANCE1"}))
-    )
-    assert "finance" in member.searched_kbs and any(c.kb == "finance" for c in member.citations)
-
-    outsider = offline_engine.answer(
-        FINANCE_QUESTION, scope=Scope(channel="D0DIRECT2", is_dm=True, member_of=frozenset({"C0PEOPLE01"}))
-    )
-    assert "finance" not in outsider.searched_kbs and "finance" not in outsider.route.scores
-
-
-def test_a_dm_without_a_channel_id_is_still_a_dm(offline_engine):
-    """Scope(channel=None) means a trusted local surface — but not when it says it is a DM."""
-    answer = offline_engine.answer(FINANCE_QUESTION, scope=Scope(is_dm=True, member_of=frozenset()))
-    assert "finance" not in answer.searched_kbs and "finance" not in answer.route.scores
-
-
-def test_channel_default_kbs_are_tried_first(offline_engine):
-    question = "How long is an OAuth access token valid for the API?"
-
-    in_product = offline_engine.answer(question, scope=Scope(channel="C0PRODUCT1"))
-    assert in_product.rounds[0].kbs == ["product"]
-    assert list(in_product.route.scores) == ["product"], "only the channel's KB is probed first"
-    assert in_product.status == "answered" and len(in_product.rounds) == 1
-
-    in_engineering = offline_engine.answer(question, scope=Scope(channel="C0ENG00001"))
-    assert in_engineering.rounds[0].kbs == ["engineering"]
-    assert in_engineering.route.kbs == ["engineering"]
-    # Engineering can't answer it, so a later round widens to the other public KBs — never to finance.
-    assert len(in_engineering.rounds) >= 2 and "product" in in_engineering.rounds[1].kbs
-    assert "finance" not in in_engineering.searched_kbs
-    assert in_engineering.status == "answered" and "api-reference.pdf" in documents(in_engineering)
-
-
 def test_pinned_kb_narrows_the_search(offline_engine):
     answer = offline_engine.answer("How many vacation days do full-time staff get per year?", kb="product")
     assert answer.route.kbs == ["product"] and answer.route.method == "pinned"
@@ -479,7 +411,7 @@ def test_unknown_pinned_kb_is_a_clear_error(offline_engine):
 # --- bad and odd input --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("question", ["", "   ", "\n\t ", "<@U0123ABC>", "<@U0123ABC> <!here> ?!", None])
+@pytest.mark.parametrize("question", ["", "   ", "\n\t ", " ?! … ", None])
 def test_empty_question_raises_empty_question(offline_engine, question):
     with pytest.raises(EmptyQuestion):
         offline_engine.answer(question)  # type: ignore[arg-type]
@@ -498,38 +430,6 @@ def test_huge_question_without_spaces_is_truncated_too(offline_engine):
     answer = offline_engine.answer("年假" * 5000)
     assert len(answer.question) <= MAX_QUESTION_CHARS
     assert any("truncated" in note for note in answer.notes)
-
-
-def test_slack_markup_is_cleaned_before_answering(offline_engine):
-    answer = offline_engine.answer(
-        "<@U0123ABC> how long is probation for <https://intranet.example/onboarding|new hires>?"
-    )
-    assert answer.question == "how long is probation for new hires?"
-    assert "<" not in answer.standalone_query and "U0123ABC" not in answer.standalone_query
-    assert answer.status == "answered" and "onboarding-guide.md" in documents(answer)
-
-
-@pytest.mark.parametrize(
-    ("raw", "clean"),
-    [
-        ("<@U0123ABC> hello", "hello"),
-        ("<@U0123ABC|alice> hello", "hello"),
-        ("see <https://x.example/a?b=1|the docs>", "see the docs"),
-        ("see <https://x.example/a>", "see https://x.example/a"),
-        ("mail <mailto:hr@x.example|hr@x.example>", "mail hr@x.example"),
-        ("in <#C0123|general> and <!here>", "in #general and"),
-        ("ask <!subteam^S0123|@platform>", "ask @platform"),
-        ("R&amp;D &lt;team&gt;", "R&D <team>"),
-        ("  spaced\n\nout  ", "spaced out"),
-    ],
-)
-def test_clean_slack_markup(raw, clean):
-    assert clean_slack_markup(raw) == clean
-
-
-def test_channel_reference_without_a_label_leaves_no_markup():
-    cleaned = clean_slack_markup("is <#C0123ABC> the right channel?")
-    assert "<" not in cleaned and ">" not in cleaned
 
 
 # --- surfaces' needs ----------------------------------------------------------------------------

@@ -1,7 +1,6 @@
 """Slack fixtures: a fake Slack Web API, and kbbot's real HTTP endpoint receiving signed requests.
 
-The bot runs in-process exactly as `kbbot serve` runs it in HTTP mode (`build_runtime` → `build_app` →
-`make_http_server`), on a free port of 127.0.0.1, with the real engine over the sample KBs (offline).
+The bot runs in-process exactly as `kbbot serve` runs it in HTTP mode (`build_slack` → `make_http_server`), on a free port of 127.0.0.1, with the real engine over the sample KBs (offline).
 """
 
 from __future__ import annotations
@@ -13,9 +12,12 @@ from dataclasses import dataclass
 import pytest
 from fake_slack import BOT_TOKEN, FakeSlack
 from helpers.settings import build_settings
+from slack_bolt import App
 from slack_helpers import FINANCE_MEMBERS, SIGNING_SECRET, SlackSender
 
 from bot.config import Settings
+from bot.core import KnowledgeBot
+from bot.slack.deps import SlackDeps
 
 
 @pytest.fixture(scope="module")
@@ -48,37 +50,39 @@ def slack_settings(slack_data_dir, fake_slack):
 def slack_service(slack_settings):
     from tools.service import KnowledgeService
 
-    with KnowledgeService(slack_settings) as service:
+    with KnowledgeService(slack_settings.tools) as service:
         yield service
 
 
 @dataclass
 class SlackBot:
     url: str
-    runtime: object
-    app: object
+    deps: SlackDeps
+    app: App
     fake: FakeSlack
     send: SlackSender
+
+    @property
+    def kbbot(self) -> KnowledgeBot:
+        return self.deps.bot
 
 
 @pytest.fixture(scope="module")
 def slack_bot(slack_settings, slack_service, fake_slack):
     """`kbbot serve`'s HTTP mode, in-process on a free port, with the engine warmed up once."""
-    from bot.slack.app import build_app
-    from bot.slack.runtime import build_runtime
+    from bot.slack.app import build_slack
     from bot.slack.server import make_http_server
 
-    runtime = build_runtime(slack_settings, service=slack_service)
-    app = build_app(slack_settings, runtime)
+    app, deps = build_slack(slack_settings, KnowledgeBot(slack_settings, service=slack_service))
     server = make_http_server(app, "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
-    runtime.engine.answer("How many vacation days do full-time staff get?")  # load the model before timing anything
+    deps.bot.warm_up()  # load the model before timing anything
     url = f"http://127.0.0.1:{server.server_address[1]}/slack/events"
-    yield SlackBot(url, runtime, app, fake_slack, SlackSender(url, fake_slack))
+    yield SlackBot(url, deps, app, fake_slack, SlackSender(url, fake_slack))
     server.shutdown()
     server.server_close()
-    runtime.shutdown(wait=True)
+    deps.shutdown(timeout_s=30)
 
 
 @pytest.fixture
@@ -87,8 +91,8 @@ def bot(slack_bot):
     fake = slack_bot.fake
     fake.reset()
     fake.members = {"C0FINANCE1": list(FINANCE_MEMBERS), "C0PEOPLE01": ["U0HRLEAD01", "U0EMPLOY01"]}
-    slack_bot.runtime.streaming.enabled = True
-    slack_bot.runtime.status.enabled = True
-    slack_bot.runtime.members._members.clear()
+    slack_bot.deps.streaming.enabled = True
+    slack_bot.deps.status.enabled = True
+    slack_bot.kbbot.membership.forget()
     return slack_bot
 

@@ -12,6 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 from fake_slack import BOT_ID, BOT_TOKEN, BOT_USER
 from slack_helpers import dm_channel, unique
 
+from bot.core import Origin
+
 PEOPLE, ENG, FINANCE = "C0PEOPLE01", "C0ENG00001", "C0FINANCE1"
 EMPLOYEE, HR_LEAD, CFO = "U0EMPLOY01", "U0HRLEAD01", "U0CFO00001"
 
@@ -42,11 +44,15 @@ def wait_reply(bot, channel: str, thread_ts: str, count: int = 1, timeout: float
     )
 
 
+def documents_of(bot, kb: str) -> set[str]:
+    return {d.name for view in bot.kbbot.visible_kbs(Origin.cli()) if view.name == kb for d in view.documents}
+
+
 def settle(bot, timeout: float = 10.0) -> None:
     """Wait (bounded) until the bot's background work is done; Bolt's own listener threads get a moment too."""
     deadline = time.monotonic() + timeout
     time.sleep(0.05)
-    while not bot.runtime.idle():
+    while not bot.deps.idle():
         assert time.monotonic() < deadline, "the bot's background work did not finish"
         time.sleep(0.02)
 
@@ -75,6 +81,13 @@ def test_mention_gets_a_threaded_cited_answer(bot):
     assert all(c.token == BOT_TOKEN for c in bot.fake.calls)
 
 
+def test_a_mention_with_no_words_gets_the_greeting(bot):
+    message, _ = bot.send.mention(PEOPLE, EMPLOYEE, "<!here> ?!")
+    [reply] = wait_reply(bot, PEOPLE, message["ts"])
+    assert reply["text"].startswith("Hi! Ask me a question")
+    assert not bot.kbbot.records.answers_in(PEOPLE, message["ts"])  # nothing was asked
+
+
 def test_dm_is_answered_and_feedback_is_recorded(bot):
     message, response = bot.send.dm(EMPLOYEE, "I've been off sick for a few days - at what point do I need a doctor's note?")
     assert response.status == 200
@@ -95,10 +108,10 @@ def test_dm_is_answered_and_feedback_is_recorded(bot):
     })
     assert response.status == 200
     bot.fake.wait_for(lambda: bot.fake.calls_of("chat.postEphemeral"), what="feedback thanks")
-    records = bot.runtime.records.feedback.read()
-    record = next(r for r in records if r["answer_id"] == value.split(":", 1)[1])
+    answer_id = value.split(":", 1)[1]
+    [record] = bot.fake.wait_for(lambda: bot.kbbot.records.feedback_for(answer_id), what="feedback recorded")
     assert record["value"] == "bad" and record["user"] == EMPLOYEE
-    assert "doctor" in record["question"]
+    assert "doctor" in bot.kbbot.answer_record(answer_id)["question"]
     # a follow-up in the DM's thread is answered too, with the thread as context
     follow, _ = bot.send.dm(EMPLOYEE, "And how many paid sick days are there per year?", thread_ts=message["ts"])
     replies = wait_reply(bot, channel, message["ts"], count=2)
@@ -113,7 +126,7 @@ def test_a_new_dm_message_continues_the_recent_dm_conversation(bot):
     [reply] = wait_reply(bot, channel, second["ts"])
     assert "6 weeks" in reply_text(reply)
     assert any(c.params.get("channel") == channel for c in bot.fake.calls_of("conversations.history"))
-    record = next(r for r in reversed(bot.runtime.records.answers.read()) if r["thread_ts"] == second["ts"])
+    [record] = bot.kbbot.records.answers_in(channel, second["ts"])
     assert "baby" in record["standalone_query"]  # the earlier question (and its answer) came from Slack
 
 
@@ -125,20 +138,19 @@ def test_thread_follow_up_without_mention_uses_history_from_slack(bot):
     replies = wait_reply(bot, PEOPLE, first["ts"], count=2)
     assert "6 weeks" in reply_text(replies[-1])
     assert any(c.params.get("ts") == first["ts"] for c in bot.fake.calls_of("conversations.replies"))
-    record = next(r for r in reversed(bot.runtime.records.answers.read()) if r["thread_ts"] == first["ts"])
+    record = bot.kbbot.records.answers_in(PEOPLE, first["ts"])[-1]
     assert record["question"] == "And what about the secondary caregiver?"
     assert "baby" in record["standalone_query"]  # the condensed query drew on the thread's history
 
 
 def test_thread_reply_where_the_bot_never_answered_is_ignored(bot):
     parent = bot.fake.add_message(PEOPLE, EMPLOYEE, "lunch anyone?")
-    before = bot.runtime.submitted
-    _, response = bot.send.message(PEOPLE, HR_LEAD, "How many vacation days do we get?", thread_ts=parent["ts"])
+    message, response = bot.send.message(PEOPLE, HR_LEAD, "How many vacation days do we get?", thread_ts=parent["ts"])
     assert response.status == 200
     bot.fake.wait_for(lambda: bot.fake.calls_of("conversations.replies"), what="the thread check")
     settle(bot)
-    assert bot.runtime.submitted == before
     assert not bot.fake.bot_replies(PEOPLE) and not bot.fake.calls_of("reactions.add")
+    assert bot.deps.ledger.claim(f"message:{PEOPLE}:{message['ts']}"), "nobody claimed the message to answer it"
 
 
 def test_redelivered_event_is_answered_once(bot):
@@ -146,7 +158,7 @@ def test_redelivered_event_is_answered_once(bot):
     event = {"type": "app_mention", "user": EMPLOYEE, "text": message["text"], "ts": message["ts"], "channel": PEOPLE,
              "event_ts": message["ts"]}
     event_id = unique("Ev")
-    before = bot.runtime.submitted
+    before = bot.deps.answers.submitted
     assert bot.send.event(event, event_id=event_id).status == 200
     with ThreadPoolExecutor(3) as pool:  # Slack's retries (same event_id), one of them racing the first
         statuses = list(pool.map(lambda n: bot.send.event(event, event_id=event_id, retry_num=n).status, [1, 2, 3]))
@@ -156,7 +168,7 @@ def test_redelivered_event_is_answered_once(bot):
     wait_reply(bot, PEOPLE, message["ts"])
     settle(bot)
     assert len(bot.fake.bot_replies(PEOPLE, message["ts"])) == 1
-    assert bot.runtime.submitted == before + 1
+    assert bot.deps.answers.submitted == before + 1
 
 
 def test_bad_signature_and_stale_timestamp_are_rejected(bot):
@@ -175,7 +187,7 @@ def test_bad_signature_and_stale_timestamp_are_rejected(bot):
 
 
 def test_own_and_other_bot_messages_are_ignored(bot):
-    before = bot.runtime.submitted
+    before = bot.deps.answers.submitted
     channel = dm_channel(EMPLOYEE)
     own = bot.send.event({"type": "message", "channel": channel, "user": BOT_USER, "bot_id": BOT_ID, "text": "25 days [1]",
                           "ts": bot.fake.next_ts(), "channel_type": "im"})
@@ -185,7 +197,7 @@ def test_own_and_other_bot_messages_are_ignored(bot):
                              "message": {"text": "How many vacation days?", "user": EMPLOYEE}, "ts": bot.fake.next_ts()})
     assert [own.status, other.status, edited.status] == [200, 200, 200]
     settle(bot, timeout=0.5)
-    assert bot.runtime.submitted == before
+    assert bot.deps.answers.submitted == before
     assert not [c for c in bot.fake.calls if c.method.startswith(("chat.", "reactions."))]
 
 
@@ -201,7 +213,7 @@ def test_restricted_kb_is_cited_only_where_allowed(bot):
     channels = {"engineering channel": ENG, "finance channel": FINANCE,
                 "DM of a finance member": dm_channel(finance_member), "DM of an outsider": dm_channel(outsider)}
     texts = {name: reply_text(wait_reply(bot, channels[name], m["ts"])[0]) for name, m in asks.items()}
-    records = {r["thread_ts"]: r for r in bot.runtime.records.answers.read()}
+    records = {m["ts"]: bot.kbbot.records.answers_in(channels[name], m["ts"])[-1] for name, m in asks.items()}
     cited = {name: {c["kb"] for c in records[m["ts"]]["citations"]} for name, m in asks.items()}
     assert cited["finance channel"] == {"finance"} and "$21.6M" in texts["finance channel"]
     assert cited["DM of a finance member"] == {"finance"}
@@ -224,7 +236,7 @@ def test_streaming_unavailable_falls_back_to_post_message_and_honours_429(bot):
     assert any(b["type"] == "context_actions" for b in reply["blocks"])
     posts = bot.fake.calls_of("chat.postMessage")
     assert len(posts) == 2 and posts[1].at - posts[0].at >= 0.9  # retried after Retry-After
-    assert not bot.runtime.streaming.enabled
+    assert not bot.deps.streaming.enabled
 
 
 # --- /kb ---------------------------------------------------------------------------------------
@@ -308,7 +320,7 @@ def test_kb_upload_modal_downloads_ingests_and_answers_from_the_file(bot):
     _, rid, _ = bot.send.command(f"delete people {name}", HR_LEAD, PEOPLE)
     [deleted] = bot.fake.wait_for(lambda: bot.send.responses(rid), what="/kb delete response")
     assert "Deleted" in deleted["text"]
-    assert name not in {d.name for d in bot.runtime.service.store.registry.list_documents("people")}
+    assert name not in documents_of(bot, "people")
 
 
 def test_non_uploaders_and_bad_files_are_refused_before_download(bot):
@@ -321,7 +333,7 @@ def test_non_uploaders_and_bad_files_are_refused_before_download(bot):
     _, rid, _ = bot.send.command("delete people annual-and-sick-leave.md", EMPLOYEE, PEOPLE)
     [refused] = bot.fake.wait_for(lambda: bot.send.responses(rid), what="delete refusal")
     assert "Only the uploaders of `people`" in refused["text"]
-    assert "annual-and-sick-leave.md" in {d.name for d in bot.runtime.service.store.registry.list_documents("people")}
+    assert "annual-and-sick-leave.md" in documents_of(bot, "people")
     assert not bot.fake.calls_of("views.open")
 
     modal = {"callback_id": "kb_upload", "private_metadata": json.dumps({"channel": PEOPLE})}
@@ -359,7 +371,7 @@ def test_files_dropped_in_a_dm_are_ingested_after_choosing_the_kb(bot):
     replies = wait_reply(bot, channel, message["ts"], count=2, timeout=60)
     assert f"`{name}` — ready" in replies[-1]["text"]
     assert bot.fake.calls_of("files.info")  # the button carried only file ids
-    assert name in {d.name for d in bot.runtime.service.store.registry.list_documents("people")}
+    assert name in documents_of(bot, "people")
 
 
 def test_files_dropped_in_a_dm_naming_a_kb_the_user_cannot_upload_to_are_refused(bot):
@@ -367,7 +379,14 @@ def test_files_dropped_in_a_dm_naming_a_kb_the_user_cannot_upload_to_are_refused
     message, _ = bot.send.dm(EMPLOYEE, "add this to people", subtype="file_share", files=[meta])
     [reply] = wait_reply(bot, dm_channel(EMPLOYEE), message["ts"])
     assert "aren't an uploader" in reply["text"]
+    # A restricted KB the HR lead may not read is not named back, nor are its uploaders: she is offered her own.
     message, _ = bot.send.dm(HR_LEAD, "add this to finance", subtype="file_share", files=[meta])
     [reply] = wait_reply(bot, dm_channel(HR_LEAD), message["ts"])
-    assert "Only the uploaders of `finance`" in reply["text"]
+    shown = reply_text(reply)
+    assert "finance" not in shown.lower() and "U0CFO00001" not in shown
+    assert [e["text"]["text"] for b in reply["blocks"] if b["type"] == "actions" for e in b["elements"]] == ["people"]
+    # A public KB she may read but not change: refused, naming who can.
+    message, _ = bot.send.dm(HR_LEAD, "add this to engineering", subtype="file_share", files=[meta])
+    [reply] = wait_reply(bot, dm_channel(HR_LEAD), message["ts"])
+    assert "Only the uploaders of `engineering`" in reply["text"]
     assert not bot.fake.downloads

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from bot.agent.models import Answer, Citation, RoundTrace, Route
-from bot.slack.conversation import Question, clean_text, mentions, turns_from
+from bot.slack.conversation import Question, turns_from
 from bot.slack.idempotency import ClaimLedger
+from bot.slack.markup import clean_text, mentions
 from bot.slack.render import NOT_FOUND_HEADING, render_answer, split_text, to_mrkdwn
 from bot.slack.uploads import SlackFile, precheck
 
@@ -73,9 +76,29 @@ def test_long_answers_are_split_into_section_sized_pieces():
 
 
 def test_slack_markup_is_cleaned_for_the_engine():
-    text = f"<@{BOT}> what about <@U0OTHER1>'s leave &amp; <https://x.example/a|this page> in <#C123|general>?"
-    assert clean_text(text, BOT) == "what about @U0OTHER1's leave & this page in #general?"
+    text = f"<@{BOT}> what about <@U0OTHER1|maria>'s leave &amp; <https://x.example/a|this page> in <#C123|general>?"
+    assert clean_text(text) == "what about @maria's leave & this page in #general?"
     assert mentions(text, BOT) and not mentions("hello", BOT)
+
+
+@pytest.mark.parametrize(
+    ("raw", "clean"),
+    [
+        ("<@U0123ABC> hello", "hello"),
+        ("<@U0123ABC|alice> hello", "@alice hello"),
+        ("how long is probation for <https://intranet.example/onboarding|new hires>?", "how long is probation for new hires?"),
+        ("see <https://x.example/a>", "see https://x.example/a"),
+        ("mail <mailto:hr@x.example|hr@x.example>", "mail hr@x.example"),
+        ("in <#C0123|general> and <!here>", "in #general and"),
+        ("is <#C0123ABC> the right channel?", "is #C0123ABC the right channel?"),
+        ("ask <!subteam^S0123|@platform>", "ask @platform"),
+        ("R&amp;D &lt;team&gt;", "R&D <team>"),
+        ("  spaced\n\nout  ", "spaced out"),
+    ],
+)
+def test_slack_markup_to_plain_text(raw, clean):
+    """The one cleaner: a user id never reaches the engine (it reads like an identifier documents must name)."""
+    assert clean_text(raw) == clean
 
 
 def test_thread_messages_become_turns_before_the_current_message():

@@ -1,12 +1,13 @@
-"""Bolt listeners, grouped by Slack feature; each package exposes `register(app)`."""
+"""Bolt listeners, grouped by Slack feature; each package exposes `register(app, deps)`."""
 
 from slack_bolt import App
 
+from bot.slack.deps import SlackDeps
 from bot.slack.listeners import actions, commands, events, views
 
 
-def register_listeners(app: App) -> None:
-    events.register(app)
-    commands.register(app)
-    views.register(app)
-    actions.register(app)
+def register_listeners(app: App, deps: SlackDeps) -> None:
+    events.register(app, deps)
+    commands.register(app, deps)
+    views.register(app, deps)
+    actions.register(app, deps)

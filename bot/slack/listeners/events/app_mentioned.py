@@ -1,12 +1,11 @@
-from logging import Logger
-
 from slack_bolt import BoltContext, SayStream
 from slack_sdk import WebClient
 
 from bot.slack.conversation import Question, receive
+from bot.slack.deps import SlackDeps
 
 
-def handle_app_mentioned(client: WebClient, context: BoltContext, event: dict, logger: Logger, say_stream: SayStream):
+def handle_app_mentioned(deps: SlackDeps, client: WebClient, context: BoltContext, event: dict, say_stream: SayStream):
     """@kbbot in a channel: answer in the thread (the event is already acknowledged)."""
     if event.get("bot_id") or event.get("subtype"):
         return
@@ -23,4 +22,4 @@ def handle_app_mentioned(client: WebClient, context: BoltContext, event: dict, l
         bot_user_id=context.bot_user_id,
         bot_id=context.bot_id,
     )
-    receive(context["kbbot"], client, question, say_stream)
+    receive(deps, client, question, say_stream)

@@ -1,21 +1,22 @@
-from logging import Logger
-
 from slack_bolt import BoltContext, SayStream
 from slack_sdk import WebClient
 
-from bot.slack.conversation import Question, bot_in_thread, fetch_replies, mentions, receive
+from bot.slack.conversation import BUSY, Question, answer_if_in_thread, post_quietly, receive
+from bot.slack.deps import SlackDeps
 from bot.slack.dm_uploads import handle_dm_files
+from bot.slack.markup import mentions
+from bot.slack.work import fire_and_forget
 
 
-def handle_message(client: WebClient, context: BoltContext, event: dict, logger: Logger, say_stream: SayStream):
+def handle_message(deps: SlackDeps, client: WebClient, context: BoltContext, event: dict, say_stream: SayStream):
     """DMs are answered; in channels, thread replies are answered where the bot already replied."""
     subtype = event.get("subtype")
     if event.get("bot_id") or subtype == "bot_message":
         return  # other bots (Bolt already drops the bot's own messages)
     is_dm = event.get("channel_type") == "im"
-    runtime = context["kbbot"]
     if subtype == "file_share" and is_dm:
-        runtime.submit(handle_dm_files, runtime, client, event)
+        if not deps.ingests.submit(handle_dm_files, deps, client, event):
+            fire_and_forget(deps.side, post_quietly, client, event["channel"], event.get("thread_ts") or event["ts"], BUSY)
         return
     if subtype and subtype != "thread_broadcast":
         return  # edits, deletions, joins, file shares in channels…
@@ -35,9 +36,10 @@ def handle_message(client: WebClient, context: BoltContext, event: dict, logger:
         bot_user_id=context.bot_user_id,
         bot_id=context.bot_id,
     )
-    if not is_dm:
-        # A thread reply without a mention: answered only in threads the bot already answered in.
-        question.replies = fetch_replies(client, question.channel, question.thread_ts)
-        if not bot_in_thread(question, question.replies):
-            return
-    receive(runtime, client, question, say_stream)
+    if is_dm:
+        receive(deps, client, question, say_stream)
+        return
+    # Whether the bot is in this thread is known without asking Slack only where it answered before.
+    queued = deps.answers.submit(answer_if_in_thread, deps, client, question, say_stream)
+    if not queued and deps.bot.answered_in(question.channel, question.reply_ts):
+        fire_and_forget(deps.side, post_quietly, client, question.channel, question.reply_ts, BUSY)

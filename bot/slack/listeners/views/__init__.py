@@ -1,7 +1,12 @@
+from functools import partial
+
 from slack_bolt import App
 
-from .upload_modal import UPLOAD_CALLBACK_ID, handle_upload_submission
+from bot.slack.builders import UPLOAD_CALLBACK_ID
+from bot.slack.deps import SlackDeps
+
+from .upload_modal import handle_upload_submission
 
 
-def register(app: App) -> None:
-    app.view(UPLOAD_CALLBACK_ID)(handle_upload_submission)
+def register(app: App, deps: SlackDeps) -> None:
+    app.view(UPLOAD_CALLBACK_ID)(partial(handle_upload_submission, deps))

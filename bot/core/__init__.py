@@ -1,0 +1,21 @@
+"""The application layer: one façade (`KnowledgeBot`), where requests come from (`Origin`), and the rules."""
+
+from bot.core.bot import KnowledgeBot
+from bot.core.errors import USER_ERRORS, AccessDenied, EmptyQuestion, NotFound
+from bot.core.models import (
+    SUPPORTED_SUFFIXES,
+    Answer,
+    AskResult,
+    Citation,
+    DocView,
+    IngestReport,
+    KbView,
+    Turn,
+    Upload,
+)
+from bot.core.origin import Origin, Surface
+
+__all__ = [
+    "SUPPORTED_SUFFIXES", "USER_ERRORS", "AccessDenied", "Answer", "AskResult", "Citation", "DocView", "EmptyQuestion", "IngestReport",
+    "KbView", "KnowledgeBot", "NotFound", "Origin", "Surface", "Turn", "Upload",
+]

@@ -1,0 +1,331 @@
+"""The application layer's one façade: every surface (Slack, console, CLI, eval) does everything through it.
+
+Each call takes one snapshot of the KBs and their access rules (the registry, refreshed from the kb.toml
+files when they change), decides what the origin may do with `permissions`, and hands the work to the
+engine or the knowledge service. No surface reads the store, and no access rule lives anywhere else.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bot.agent.models import KbTarget, Turn
+from bot.config import Settings
+from bot.core import permissions
+from bot.core.errors import AccessDenied, NotFound
+from bot.core.models import AskResult, Citation, DocView, IngestReport, KbView, Upload
+from bot.core.origin import Origin
+from bot.core.permissions import MembershipLookup
+from bot.core.records import Records
+from tools.embeddings import Embedder
+from tools.manifests import KnowledgeBaseManifest
+from tools.search import Evidence
+from tools.service import KbEntry, KbSummary, KnowledgeService
+
+if TYPE_CHECKING:
+    from bot.agent.engine import AnswerEngine
+
+log = logging.getLogger(__name__)
+
+
+class KnowledgeBot:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        membership: MembershipLookup | None = None,
+        service: KnowledgeService | None = None,
+        wrap_embedder: Callable[[Embedder], Embedder] | None = None,
+    ):
+        self.settings = settings
+        self.service = service or KnowledgeService(settings.tools, wrap_embedder=wrap_embedder)
+        self.membership = membership
+        self.admins = frozenset(settings.admin_user_ids)
+        self.records = Records(settings.data_dir.expanduser() / "records.sqlite3")  # opened on first use
+        self._engine: AnswerEngine | None = None
+        self._engine_lock = threading.Lock()
+        self._signature: tuple | None = None
+        self._kb_locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
+        self._locks_guard = threading.Lock()
+
+    def close(self) -> None:
+        self.records.close()
+        self.service.close()
+
+    def __enter__(self) -> KnowledgeBot:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def engine(self) -> AnswerEngine:
+        """Built on first use: it loads the embedding model (seconds), so a server can listen before."""
+        if self._engine is None:
+            with self._engine_lock:
+                if self._engine is None:
+                    from bot.agent.engine import AnswerEngine  # llama-index, numpy: loaded when first needed
+
+                    self._engine = AnswerEngine(self.service, self.settings)
+        return self._engine
+
+    @property
+    def mode(self) -> str:
+        return "llm" if self.settings.llm_enabled else "offline"
+
+    @property
+    def embedder(self) -> Embedder:
+        return self.service.embedder
+
+    def warm_up(self) -> None:
+        """Load the model and the indexes before the first question arrives."""
+        self.ask(Origin.cli(), "warm-up: what is in the knowledge base?")
+
+    # --- the snapshot ----------------------------------------------------------------------------
+
+    def refresh(self) -> list[str]:
+        """Read the kb.toml files into the registry now; the problems found (also logged)."""
+        problems = self.service.refresh_manifests()
+        for problem in problems:
+            log.warning("knowledge base declaration: %s (its last known access rules stay in force)", problem)
+        return problems
+
+    def _snapshot(self) -> dict[str, KbEntry]:
+        """The KBs and the rules in force, once per call; declarations are re-read when a kb.toml changed."""
+        signature = self.service.declarations_signature()
+        if signature != self._signature:
+            self.refresh()
+            self._signature = signature
+        return self.service.catalog()
+
+    def _member_of(self, origin: Origin, entries: dict[str, KbEntry]) -> frozenset[str]:
+        if not origin.private or not origin.user or self.membership is None:
+            return frozenset()
+        channels = permissions.restricted_channels(entries)
+        if not channels:
+            return frozenset()
+        try:
+            return self.membership.channels_of(origin.user, channels)
+        except Exception as exc:  # fail closed: no restricted KB in this DM
+            log.warning("channel membership of %s could not be checked (%s); restricted KBs skipped", origin.user, exc)
+            return frozenset()
+
+    def _readable(self, origin: Origin, entries: dict[str, KbEntry]) -> list[str]:
+        member_of = self._member_of(origin, entries)
+        return [name for name, e in entries.items() if permissions.may_read(origin, e, member_of)]
+
+    def _entry_to_change(self, origin: Origin, kb: str, entries: dict[str, KbEntry] | None = None) -> KbEntry:
+        """The KB, if this origin may change it. A KB it may not even see is reported as not existing."""
+        entries = entries if entries is not None else self._snapshot()
+        entry = entries.get(kb)
+        if entry is not None and permissions.may_change(origin, entry, self.admins):
+            return entry
+        if entry is None or kb not in self._readable(origin, entries):
+            raise NotFound(self._no_such_kb(origin, kb, entries))
+        uploaders = entry.manifest.uploaders if entry.manifest else ()
+        raise AccessDenied(f"only the uploaders of {kb!r} can add or delete its documents", uploaders)
+
+    def _no_such_kb(self, origin: Origin, kb: str, entries: dict[str, KbEntry]) -> str:
+        known = ", ".join(self._readable(origin, entries)) or "none"
+        return f"no knowledge base named {kb!r} ({'known' if origin.trusted else 'known here'}: {known})"
+
+    def kb_lock(self, kb: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._kb_locks[kb]
+
+    # --- reading -------------------------------------------------------------------------------
+
+    def ask(
+        self,
+        origin: Origin,
+        question: str,
+        history: Sequence[Turn] = (),
+        kb: str | None = None,
+        on_status: Callable[[str], None] | None = None,
+    ) -> AskResult:
+        """Answer from the KBs this origin may read (its channel's own first), record it where answers are
+        recorded. Raises EmptyQuestion for a question with no words."""
+        entries = self._snapshot()
+        readable = self._readable(origin, entries)
+        if kb is not None and kb not in readable and origin.trusted:
+            raise NotFound(self._no_such_kb(origin, kb, entries))
+        targets, notes = [], []
+        for name in readable:
+            entry = entries[name]
+            if not entry.exists:
+                continue
+            if entry.model_problem:
+                notes.append(f"{name} was not searched: {entry.model_problem}")
+                continue
+            targets.append(KbTarget(name, entry.description))
+        first = [name for name in permissions.searched_first(origin, entries) if name in readable]
+        answer = self.engine.answer(question, history, kb, kbs=targets, preferred=first, on_status=on_status)
+        answer.notes.extend(notes)
+        answer_id = self.records.log_answer(origin, answer) if origin.recorded else None
+        return AskResult(answer, answer_id)
+
+    def standalone_query(self, question: str, history: Sequence[Turn]) -> str:
+        """The follow-up rewritten as a question that stands alone (what `ask` searches with)."""
+        return self.engine.standalone_query(question, history)
+
+    def search(self, origin: Origin, kb: str, query: str, k: int = 10) -> list[Evidence]:
+        """The hybrid search the engine uses, on one KB (the retrieval benchmark measures it)."""
+        entries = self._snapshot()
+        if kb not in self._readable(origin, entries):
+            raise NotFound(self._no_such_kb(origin, kb, entries))
+        return self.engine.searcher.search(query, kb, k=k).evidence
+
+    def cited_texts(self, origin: Origin, citations: Sequence[Citation]) -> list[str]:
+        """The full text of each cited chunk that is still live (citations carry only an excerpt)."""
+        readable = set(self._readable(origin, self._snapshot()))
+        texts = []
+        for kb in dict.fromkeys(c.kb for c in citations if c.kb in readable):
+            chunks = self.service.store.get_chunks(kb, [c.chunk_id for c in citations if c.kb == kb])
+            texts += [c.text for c in chunks]
+        return texts
+
+    def embedded_texts(self, origin: Origin, kb: str) -> list[str]:
+        """Exactly the texts ingest embedded for a KB's live chunks (the ingest benchmark encodes them bare)."""
+        self._entry_to_change(origin, kb)
+        return [f"{c.header}\n{c.text}" for c in self.service.store.live_chunks(kb)]
+
+    @staticmethod
+    def pipeline_identity() -> tuple[str, ...]:
+        """Changes whenever what ingest makes of a text changes (benchmark KBs are rebuilt then)."""
+        import inspect
+
+        from tools import chunking
+        from tools.ingest import PIPELINE_VERSION
+
+        return inspect.getsource(chunking), PIPELINE_VERSION.decode()
+
+    @staticmethod
+    def forget_query_vectors() -> None:
+        """Drop cached query embeddings (a latency benchmark then pays for encoding its queries)."""
+        from tools.embeddings import clear_query_cache
+
+        clear_query_cache()
+
+    def visible_kbs(self, origin: Origin) -> list[KbView]:
+        """The KBs this origin may read (for /kb list, App Home, the console), with their documents."""
+        entries = self._snapshot()
+        views = []
+        for name in self._readable(origin, entries):
+            entry = entries[name]
+            may_upload = permissions.may_change(origin, entry, self.admins)
+            documents = tuple(
+                DocView(d.name, d.state, d.live_chunks if d.live_version else 0, d.error, d.source_url)
+                for d in (self.service.documents(name) if entry.exists else [])
+            )
+            # A broken declaration is news for the people who can fix it; everyone is told a KB is not searched.
+            note = entry.model_problem or (entry.problem if may_upload or origin.trusted else None)
+            manifest = entry.manifest
+            views.append(
+                KbView(
+                    name, entry.description, bool(manifest and manifest.restricted), may_upload, documents,
+                    manifest.channels if manifest else (), note,
+                )
+            )
+        return views
+
+    def summaries(self, origin: Origin) -> list[KbSummary]:
+        """Document and chunk counts per KB (`kbbot kb list`); works while another process owns the store."""
+        readable = set(self._readable(origin, self._snapshot()))
+        return [s for s in self.service.summaries() if s.name in readable]
+
+    def answered_in(self, channel: str, thread_ts: str) -> bool:
+        """Whether an answer of this bot was recorded in that Slack thread."""
+        return self.records.answered_in(channel, thread_ts)
+
+    def answer_record(self, answer_id: str) -> dict | None:
+        return self.records.find_answer(answer_id)
+
+    def record_feedback(
+        self, origin: Origin, answer_id: str, value: str, message_ts: str | None = None, reason: str | None = None
+    ) -> None:
+        self.records.log_feedback(answer_id, value, origin, message_ts, reason)
+
+    # --- changing ------------------------------------------------------------------------------
+
+    def uploadable_kbs(self, origin: Origin) -> list[str]:
+        """The KBs this origin may upload to (declared ones not created yet included)."""
+        return [name for name, e in self._snapshot().items() if permissions.may_change(origin, e, self.admins)]
+
+    def check_upload(self, origin: Origin, kb: str) -> None:
+        """Raises NotFound or AccessDenied now, before anything is downloaded."""
+        self._entry_to_change(origin, kb)
+
+    def upload(self, origin: Origin, kb: str, uploads: Sequence[Upload]) -> list[IngestReport]:
+        """Add documents to a KB (a file of the same name is replaced), one report per file."""
+        self._entry_to_change(origin, kb)
+        reports = []
+        with self.kb_lock(kb):
+            for item in uploads:
+                reports.append(self.service.ingest_bytes(kb, item.name, item.data, source_url=item.source_url))
+        return reports
+
+    def ingest_paths(self, origin: Origin, kb: str, paths: Sequence[Path], progress: bool = False) -> IngestReport:
+        self._entry_to_change(origin, kb)
+        with self.kb_lock(kb):
+            return self.service.ingest(kb, list(paths), progress=progress)
+
+    def ingest_records(
+        self, origin: Origin, kb: str, records: Iterable[tuple[str, str, str]], progress: bool = False
+    ) -> IngestReport:
+        """(name, title, text) records, e.g. a benchmark corpus, through the same pipeline as files."""
+        self._entry_to_change(origin, kb)
+        with self.kb_lock(kb):
+            self.service.open_kb(kb)
+            return self.service.ingestor.ingest_texts(kb, records, progress=progress)
+
+    def delete_document(self, origin: Origin, kb: str, document: str) -> None:
+        self._entry_to_change(origin, kb)
+        with self.kb_lock(kb):
+            self.service.delete_document(kb, document)
+
+    def create_kb(
+        self,
+        origin: Origin,
+        name: str,
+        description: str,
+        *,
+        restricted: bool = False,
+        allowed_channels: Sequence[str] = (),
+        channels: Sequence[str] = (),
+        uploaders: Sequence[str] = (),
+    ) -> None:
+        """A KB not declared in knowledge_bases/; its access rules are stored with it."""
+        self._require_operator(origin, "create knowledge bases")
+        rules = KnowledgeBaseManifest(
+            name, description, channels=tuple(channels), visibility="restricted" if restricted else "public",
+            allowed_channels=tuple(allowed_channels), uploaders=tuple(uploaders),
+        )
+        self.service.create_kb(name, description, rules)
+
+    def delete_kb(self, origin: Origin, name: str) -> None:
+        self._require_operator(origin, "delete knowledge bases")
+        with self.kb_lock(name):
+            self.service.delete_kb(name)
+
+    def kb_exists(self, name: str) -> bool:
+        entry = self._snapshot().get(name)
+        return entry is not None and entry.exists
+
+    def sync(self, origin: Origin, progress: bool = False, keep_missing: bool = False) -> list[IngestReport]:
+        self._require_operator(origin, "sync the declared knowledge bases")
+        return self.service.sync(progress=progress, keep_missing=keep_missing)
+
+    def reindex(self, origin: Origin, kb: str, progress: bool = False) -> int:
+        self._require_operator(origin, "re-index knowledge bases")
+        with self.kb_lock(kb):
+            return self.service.reindex(kb, progress=progress)
+
+    @staticmethod
+    def _require_operator(origin: Origin, what: str) -> None:
+        if not origin.trusted:
+            raise AccessDenied(f"only the operator (the command line) can {what}")

@@ -1,0 +1,89 @@
+"""What the Slack listeners need, in one typed object handed to each package's `register(app, deps)`.
+
+Listeners stay short and Slack-shaped: they acknowledge, then hand slow work (history reads, the engine,
+downloads, ingestion) to the bounded pools here, never running it on Bolt's listener threads.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from urllib.parse import urlparse
+
+from bot.config import Settings
+from bot.core import KnowledgeBot
+from bot.slack.idempotency import ClaimLedger
+from bot.slack.work import WorkPool
+
+log = logging.getLogger(__name__)
+
+# Errors that mean "this workspace/app cannot do that at all", as opposed to "not here, not now".
+UNSUPPORTED_ERRORS = {
+    "unknown_method", "not_allowed", "feature_not_enabled", "not_allowed_token_type", "missing_scope",
+    "access_denied", "method_deprecated", "no_permission", "team_not_allowed",
+}
+
+
+@dataclass
+class Capability:
+    """A Slack feature used when the workspace supports it, switched off after the first hard refusal."""
+
+    name: str
+    enabled: bool = True
+    reason: str | None = None
+
+    def refused(self, error: str | None) -> None:
+        if error in UNSUPPORTED_ERRORS and self.enabled:
+            self.enabled = False
+            self.reason = error
+            log.warning("Slack %s unavailable (%s); using the fallback from now on", self.name, error)
+
+
+@dataclass
+class SlackDeps:
+    settings: Settings
+    bot: KnowledgeBot
+    ledger: ClaimLedger
+    answers: WorkPool  # questions (bounded: a full pool means "busy, try again")
+    ingests: WorkPool  # uploads and deletes, on their own few threads
+    side: ThreadPoolExecutor  # small fire-and-forget calls (:eyes:, status updates)
+    streaming: Capability = field(default_factory=lambda: Capability("chat streaming"))
+    status: Capability = field(default_factory=lambda: Capability("assistant.threads.setStatus"))
+
+    @property
+    def bot_token(self) -> str:
+        token = self.settings.slack_bot_token
+        return token.get_secret_value() if token else ""
+
+    @property
+    def trusted_hosts(self) -> set[str]:
+        """Hosts the bot token may be sent to: Slack's, and the configured API host (a test fake)."""
+        host = urlparse(self.settings.slack_api_url or "").hostname
+        return {host.lower()} if host else set()
+
+    def idle(self) -> bool:
+        return self.answers.idle() and self.ingests.idle()
+
+    def shutdown(self, timeout_s: float = 0.0) -> bool:
+        """Stop accepting work and let what was accepted finish (at most timeout_s); True if it all did."""
+        finished = self.answers.drain(timeout_s) & self.ingests.drain(timeout_s)
+        self.side.shutdown(wait=finished, cancel_futures=not finished)
+        self.ledger.close()
+        return finished
+
+
+def build_deps(settings: Settings, bot: KnowledgeBot) -> SlackDeps:
+    state_dir = settings.resolved_data_dir / "slack"
+    deps = SlackDeps(
+        settings=settings,
+        bot=bot,
+        ledger=ClaimLedger(state_dir / "deliveries.sqlite3"),
+        answers=WorkPool("kbbot-answer", settings.slack_workers, settings.slack_queue),
+        ingests=WorkPool("kbbot-ingest", settings.slack_ingest_workers, 32),
+        side=ThreadPoolExecutor(max_workers=8, thread_name_prefix="kbbot-side"),
+    )
+    if not settings.slack_streaming:
+        deps.streaming.enabled = False
+        deps.streaming.reason = "KBBOT_SLACK_STREAMING=off"
+    return deps
