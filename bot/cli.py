@@ -41,12 +41,16 @@ def _print_report(report, as_json: bool) -> None:
     if as_json:
         _print_json(report.to_json())
         return
+    marks = {"ready": "✓", "unchanged": "=", "failed": "✗", "skipped": "-", "removed": "−", "missing": "?"}
     for doc in report.documents:
-        mark = {"ready": "✓", "unchanged": "=", "failed": "✗"}[doc.status]
-        detail = f"{doc.chunks} chunks" if doc.status == "ready" else (doc.error or doc.status)
-        print(f"  {mark} {report.kb}/{doc.document}: {detail}")
-    failed = sum(d.status == "failed" for d in report.documents)
-    print(f"{report.kb}: {len(report.documents) - failed} ok, {failed} failed, {report.embedded_chunks} chunks embedded")
+        detail = f"{doc.chunks} chunks" if doc.status == "ready" else (doc.error or doc.reason or doc.status)
+        if doc.status in ("skipped", "removed", "missing"):
+            detail = f"{doc.status}: {detail}"
+        print(f"  {marks.get(doc.status, '·')} {report.kb}/{doc.document}: {detail}")
+    count = {s: sum(d.status == s for d in report.documents) for s in marks}
+    ok = count["ready"] + count["unchanged"]
+    extra = "".join(f", {count[s]} {s}" for s in ("skipped", "removed", "missing") if count[s])
+    print(f"{report.kb}: {ok} ok, {count['failed']} failed{extra}, {report.embedded_chunks} chunks embedded")
 
 
 def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
@@ -84,7 +88,7 @@ def cmd_kb_create(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_kb_sync(args: argparse.Namespace, settings: Settings) -> int:
-    reports = _bot(settings).sync(_cli(), progress=not args.json)
+    reports = _bot(settings).sync(_cli(), progress=not args.json, keep_missing=args.keep_missing)
     if args.json:
         _print_json(
             {
@@ -154,6 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
     kb_create.set_defaults(handler=cmd_kb_create)
     kb_sync = kb.add_parser("sync", help="ingest every declared knowledge base's docs/ folder")
     kb_sync.add_argument("--json", action="store_true")
+    kb_sync.add_argument("--keep-missing", action="store_true",
+                         help="keep documents whose file left docs/ (default: remove them)")
     kb_sync.set_defaults(handler=cmd_kb_sync)
     kb_delete = kb.add_parser("delete-doc", help="delete a document from a knowledge base")
     kb_delete.add_argument("--kb", required=True)

@@ -271,14 +271,22 @@ def test_a_kb_deleted_and_created_again_serves_only_its_new_documents(
 
 
 def test_duplicate_names_in_one_batch_are_refused(service: KnowledgeService, tmp_path: Path) -> None:
+    """Files named alike in several folders are named by their path (a/readme.md, b/readme.md); two
+    uploads with one name in one batch are both refused, naming both, and change nothing."""
     kb = new_kb(service)
     for folder, text in (("a", "Version from folder a."), ("b", "Version from folder b.")):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "readme.md").write_text(f"# Readme\n\n{text}\n", encoding="utf-8")
     report = service.ingest(kb, [tmp_path / "a" / "readme.md", tmp_path / "b" / "readme.md"])
-    assert sorted(d.status for d in report.documents) == ["failed", "ready"]
-    assert "same name" in next(d.error for d in report.documents if d.status == "failed")
-    assert {c.text for c in service.store.live_chunks(kb)} == {"Version from folder a."}
+    assert {(d.document, d.status) for d in report.documents} == {("a/readme.md", "ready"), ("b/readme.md", "ready")}
+
+    uploads = [("notes.md", b"# Notes\n\nFirst upload.\n", "https://slack.example/F1"),
+               ("notes.md", b"# Notes\n\nSecond upload.\n", "https://slack.example/F2")]
+    refused = service.ingest_uploads(kb, uploads)
+    assert [d.status for d in refused.documents] == ["failed"]
+    assert "2 files in this batch have this name" in refused.documents[0].error
+    assert "slack.example/F1" in refused.documents[0].error and "slack.example/F2" in refused.documents[0].error
+    assert {c.document for c in service.store.live_chunks(kb)} == {"a/readme.md", "b/readme.md"}
 
 
 # --- bad input: a clear one-line reason naming the file, non-zero exit, nothing changed --------------

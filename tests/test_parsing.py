@@ -8,6 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from helpers import hostile
 from helpers.documents import (
     encrypt_pdf,
     write_corrupt_pdf,
@@ -357,15 +358,21 @@ def test_docx_zip_bomb_refused_from_metadata(tmp_path: Path, monkeypatch: pytest
 
 
 def test_docx_with_lying_sizes_cannot_inflate_past_its_declared_size(tmp_path: Path) -> None:
-    """A bomb that under-declares its sizes in the central directory still cannot inflate:
-    zipfile stops at the declared size and the CRC check fails, so it is refused as corrupt."""
-    bomb = write_docx_zip_bomb(tmp_path / "bomb.docx", inflated_mb=50)
-    data = bytearray(bomb.read_bytes())
-    # Rewrite the uncompressed sizes (local header, zip64 extra, central directory) to something small.
-    with zipfile.ZipFile(bomb) as archive:
-        info = archive.getinfo("word/document.xml")
-    real_size = info.file_size.to_bytes(8, "little")
-    data = bytearray(bytes(data).replace(real_size, (4096).to_bytes(8, "little")))
-    liar = tmp_path / "liar.docx"
-    liar.write_bytes(bytes(data))
-    _refusal(liar)
+    """A bomb that under-declares its sizes (local header and central directory both say 4 KB; the part
+    really inflates to 50 MB) passes every check made on the metadata, so what stops it is reading: no
+    more than the declared size is ever inflated, and the checksum then fails, which is the reason given."""
+    import tracemalloc
+
+    liar = hostile.docx_lying_sizes(tmp_path / "liar.docx", inflated_mb=50, declared=4096)
+    assert zip_members_total(liar) < 8192, "the sizes must lie, or the metadata checks refuse it first"
+    assert liar.stat().st_size > 20_000  # ...so the ratio is far under the zip-bomb ratio, too
+    started = time.perf_counter()
+    tracemalloc.start()
+    try:
+        message = _refusal(liar)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert "word/document.xml does not match its checksum" in message, message
+    assert peak < 10 * (1 << 20), f"{peak / (1 << 20):.0f} MB allocated: the part was inflated past its declared size"
+    assert time.perf_counter() - started < 2

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -17,7 +19,15 @@ from pathlib import Path
 from tools.chunking import ChunkDraft, chunk_document
 from tools.config import ToolSettings
 from tools.embeddings import Embedder, EmbeddingError, embed_chunks
-from tools.parsing import SUPPORTED_SUFFIXES, ParsedDocument, Section, UnreadableDocument, parse_file
+from tools.parse_worker import parse_isolated
+from tools.parsing import (
+    SUPPORTED_SUFFIXES,
+    ParsedDocument,
+    ParseLimits,
+    Section,
+    UnreadableDocument,
+    unsupported_type,
+)
 from tools.registry import PendingVersion
 from tools.store import KnowledgeStore, StoredChunk, chunk_id_for, chunk_to_node, version_key
 
@@ -27,12 +37,22 @@ log = logging.getLogger(__name__)
 PUBLISH_GROUP_CHUNKS = 512
 
 
+# Where a document came from, recorded with it (registry `documents.origin`): `kbbot kb sync` removes only
+# documents it ingested itself from a KB's docs/ folder once their file is gone.
+ORIGIN_SYNC = "sync"
+ORIGIN_PATHS = "paths"  # `kbbot ingest` (files and folders named on the command line)
+ORIGIN_UPLOAD = "upload"  # bytes handed over by a surface (Slack uploads)
+
+
 @dataclass
 class DocumentResult:
     document: str
-    status: str  # "ready" | "unchanged" | "failed"
+    # "ready" | "unchanged" | "failed"; "skipped" (a file in a folder that is not a document: `reason`);
+    # from `kbbot kb sync`, "removed" (its file left docs/) or "missing" (the same, kept: --keep-missing)
+    status: str
     chunks: int = 0
     error: str | None = None
+    reason: str | None = None
 
 
 @dataclass
@@ -46,7 +66,8 @@ class IngestReport:
         return all(d.status != "failed" for d in self.documents)
 
     def to_json(self) -> dict:
-        return {"kb": self.kb, "documents": [asdict(d) for d in self.documents], "embedded_chunks": self.embedded_chunks}
+        documents = [{k: v for k, v in asdict(d).items() if k != "reason" or v is not None} for d in self.documents]
+        return {"kb": self.kb, "documents": documents, "embedded_chunks": self.embedded_chunks}
 
 
 @dataclass
@@ -57,6 +78,7 @@ class SourceDocument:
     content_hash: str
     load: Callable[[], ParsedDocument]
     source_url: str | None = None
+    label: str | None = None  # where it came from, for people (a path, a Slack link); defaults to the name
 
 
 @dataclass
@@ -91,11 +113,15 @@ class Ingestor:
         store: KnowledgeStore,
         embedder: Callable[[], Embedder],
         embedding_identity: tuple[str, int],
+        parse_limits: ParseLimits | None = None,
     ):
         self.settings = settings
         self.store = store
         self._embedder = embedder
         self.embedding_identity = embedding_identity
+        # What parsing one file may cost (time, memory, pages, inflation, depth, characters): given, or
+        # from the settings once they carry them (ToolSettings.parse_limits), else the defaults.
+        self.parse_limits = parse_limits or getattr(settings, "parse_limits", None) or ParseLimits()
 
     @property
     def embedder(self) -> Embedder:
@@ -104,9 +130,19 @@ class Ingestor:
     # --- entry points ------------------------------------------------------------------------
 
     def ingest_paths(
-        self, kb: str, paths: Sequence[Path], progress: bool = False, on_result: Callable[[DocumentResult], None] | None = None
+        self,
+        kb: str,
+        paths: Sequence[Path],
+        progress: bool = False,
+        on_result: Callable[[DocumentResult], None] | None = None,
+        origin: str = ORIGIN_PATHS,
     ) -> IngestReport:
-        """Files and folders (recursively) into a KB. Bad files are reported; the rest still ingest."""
+        """Files and folders (recursively) into a KB. Bad files are reported; the rest still ingest.
+
+        Names: a single file keeps its basename and a single folder's files are named relative to it;
+        several paths are named relative to their common parent (`faq/index.html`, `tutorial/index.html`).
+        Inside a folder, files that are not documents (.css, .sh, no extension...) are skipped and listed.
+        """
         report = IngestReport(kb)
         sources: list[SourceDocument] = []
         for name, path in self._expand(paths, report):
@@ -114,22 +150,44 @@ class Ingestor:
                 sources.append(self.source_from_file(path, name))
             except UnreadableDocument as exc:
                 report.documents.append(DocumentResult(name, "failed", error=f"{name}: {exc}"))
-        return self.ingest_sources(kb, sources, progress=progress, report=report, on_result=on_result)
+        report = self.ingest_sources(kb, sources, progress=progress, report=report, on_result=on_result)
+        self._record_origin(kb, report, origin)
+        return report
 
     def ingest_bytes(self, kb: str, name: str, data: bytes, source_url: str | None = None) -> IngestReport:
         """Uploaded content (e.g. a Slack file): same checks and pipeline as files on disk."""
+        return self.ingest_uploads(kb, [(name, data, source_url)])
+
+    def ingest_uploads(self, kb: str, uploads: Sequence[tuple[str, bytes, str | None]]) -> IngestReport:
+        """Several uploads, (name, data, source_url) each, as one batch: two with the same name are both
+        refused (naming both), rather than the second silently replacing the first."""
         report = IngestReport(kb)
-        try:
-            self._check_size(name, len(data))
-            suffix = Path(name).suffix.lower()
-            if suffix not in SUPPORTED_SUFFIXES:
-                parse_file(Path(name), data)  # raises the unsupported-type message
-            digest = content_hash(data)
-            source = SourceDocument(name, digest, lambda: parse_file(Path(name), data), source_url)
-        except UnreadableDocument as exc:
-            report.documents.append(DocumentResult(name, "failed", error=f"{name}: {exc}"))
+        sources: list[SourceDocument] = []
+        limits = self.parse_limits
+        for number, (name, data, source_url) in enumerate(uploads, start=1):
+            label = source_url or (f"upload {number} of {len(uploads)}" if len(uploads) > 1 else name)
+            try:
+                self._check_size(name, len(data))
+                suffix = Path(name).suffix.lower()
+                if suffix not in SUPPORTED_SUFFIXES:
+                    raise UnreadableDocument(unsupported_type(suffix))
+                digest = content_hash(data)
+                sources.append(SourceDocument(
+                    name, digest, lambda n=name, d=data: parse_isolated(Path(n), d, limits), source_url, label
+                ))
+            except UnreadableDocument as exc:
+                report.documents.append(DocumentResult(name, "failed", error=f"{name}: {exc}"))
+        if not sources:
             return report
-        return self.ingest_sources(kb, [source], report=report)
+        report = self.ingest_sources(kb, sources, report=report)
+        self._record_origin(kb, report, ORIGIN_UPLOAD)
+        return report
+
+    def _record_origin(self, kb: str, report: IngestReport, origin: str) -> None:
+        """Record where the documents this ingest published came from (see ORIGIN_SYNC)."""
+        ready = [d.document for d in report.documents if d.status == "ready"]
+        if ready:
+            self.store.registry.set_origin(kb, ready, origin)
 
     def ingest_texts(
         self, kb: str, records: Iterable[tuple[str, str, str]], progress: bool = False
@@ -146,31 +204,33 @@ class Ingestor:
     # --- pipeline ----------------------------------------------------------------------------
 
     def source_from_file(self, path: Path, name: str) -> SourceDocument:
+        if path.is_symlink() and not path.exists():
+            raise UnreadableDocument("a broken or looping symbolic link")
         if not path.exists():
             raise UnreadableDocument("no such file")
         if not path.is_file():
             raise UnreadableDocument("not a regular file")
         if path.suffix.lower() not in SUPPORTED_SUFFIXES:
-            raise UnreadableDocument(
-                f"unsupported file type {path.suffix.lower() or '(none)'!r}; supported: {', '.join(SUPPORTED_SUFFIXES)}"
-            )
+            raise UnreadableDocument(unsupported_type(path.suffix.lower()))
         try:
             self._check_size(name, path.stat().st_size)
             digest = file_content_hash(path)
         except OSError as exc:
             raise UnreadableDocument(f"cannot read the file ({exc.strerror or type(exc).__name__})") from exc
+        limits = self.parse_limits
 
         def load() -> ParsedDocument:
             try:
-                data = path.read_bytes()
+                with path.open("rb") as handle:  # never more than the limit, even if it grew meanwhile
+                    data = handle.read(self.settings.max_upload_bytes + 1)
             except OSError as exc:
                 raise UnreadableDocument(f"cannot read the file ({exc.strerror or type(exc).__name__})") from exc
             self._check_size(name, len(data))
             if content_hash(data) != digest:
                 raise UnreadableDocument("the file changed while it was being ingested; ingest it again")
-            return parse_file(path, data)
+            return parse_isolated(path, data, limits)
 
-        return SourceDocument(name, digest, load)
+        return SourceDocument(name, digest, load, label=str(path))
 
     def _check_size(self, name: str, size: int) -> None:
         limit = self.settings.max_upload_bytes
@@ -180,17 +240,36 @@ class Ingestor:
             )
 
     def _expand(self, paths: Sequence[Path], report: IngestReport) -> list[tuple[str, Path]]:
+        """(name in the KB, file) for every document under `paths`; what is not a document is reported."""
+        given = [Path(os.path.abspath(p)) for p in paths]  # normalised; symbolic links left as they are
+        base = _naming_base(given)
         expanded: list[tuple[str, Path]] = []
-        for path in paths:
+        seen: set[Path] = set()
+
+        def add(file: Path) -> None:
+            if file not in seen:
+                seen.add(file)
+                expanded.append((file.relative_to(base).as_posix(), file))
+
+        for path in given:
             if path.is_dir():
                 for file in sorted(path.rglob("*")):
                     relative = file.relative_to(path)
                     # Hidden files and folders (.git/, .DS_Store, editor swap files) are not documents.
-                    if any(part.startswith(".") for part in relative.parts) or not file.is_file():
+                    if any(part.startswith(".") for part in relative.parts):
                         continue
-                    expanded.append((relative.as_posix(), file))
+                    reason = _not_a_document(file)
+                    if reason is None:
+                        add(file)
+                    elif reason:
+                        name = file.relative_to(base).as_posix()
+                        report.documents.append(DocumentResult(name, "skipped", reason=reason))
+            elif path.is_symlink() and not path.exists():
+                report.documents.append(DocumentResult(
+                    path.name, "failed", error=f"{path}: a broken or looping symbolic link"
+                ))
             elif path.exists():
-                expanded.append((path.name, path))
+                add(path)  # named explicitly: an unsupported type is an error (source_from_file says so)
             else:
                 report.documents.append(DocumentResult(path.name, "failed", error=f"{path}: no such file or folder"))
         return expanded
@@ -207,13 +286,23 @@ class Ingestor:
         self.store.check_model(kb, *self.embedding_identity)
         live_hashes = {d.name: d.live_hash for d in self.store.registry.list_documents(kb) if d.live_version}
 
-        prepared: list[_Prepared] = []
-        seen: set[str] = set()
+        # One name, one document: several sources with the same name in one batch (two uploads both
+        # called report.pdf) are all refused, naming each, rather than one silently replacing another.
+        by_name: dict[str, list[SourceDocument]] = defaultdict(list)
         for source in sources:
-            if source.name in seen:
+            by_name[source.name].append(source)
+
+        prepared: list[_Prepared] = []
+        for source in sources:
+            clashing = by_name[source.name]
+            if len(clashing) > 1:
+                if source is not clashing[0]:
+                    continue  # one result per name
+                labels = "; ".join(s.label or s.name for s in clashing)
                 result = DocumentResult(
                     source.name, "failed",
-                    error=f"{source.name}: another file in this batch has the same name; ingest them separately",
+                    error=f"{source.name}: {len(clashing)} files in this batch have this name ({labels}); "
+                          "none of them was ingested — rename one, or ingest them separately",
                 )
             elif live_hashes.get(source.name) == source.content_hash:
                 result = DocumentResult(source.name, "unchanged")
@@ -233,10 +322,8 @@ class Ingestor:
                         source.name, "failed", error=f"{source.name}: could not be read ({type(exc).__name__})"
                     )
                 else:
-                    seen.add(source.name)
                     prepared.append(_Prepared(source, parsed.title, drafts))
                     continue
-            seen.add(source.name)
             report.documents.append(result)
             if on_result:
                 on_result(result)
@@ -325,6 +412,30 @@ class Ingestor:
         from tqdm import tqdm
 
         return tqdm(total=total, unit="chunk", desc="embedding", leave=False)
+
+
+def _naming_base(given: list[Path]) -> Path:
+    """The folder document names are relative to: a single folder itself, a single file's folder, or
+    the common parent of several paths."""
+    if len(given) == 1:
+        return given[0] if given[0].is_dir() else given[0].parent
+    if not given:
+        return Path.cwd()
+    base = Path(os.path.commonpath([str(p) for p in given]))
+    return base if base.is_dir() else base.parent
+
+
+def _not_a_document(file: Path) -> str | None:
+    """Why an entry found in a folder is not ingested ("" for folders: nothing to say), or None."""
+    if file.is_symlink() and not file.exists():
+        return "a broken or looping symbolic link"
+    if file.is_dir():
+        return "a link to a folder (not followed)" if file.is_symlink() else ""
+    if not file.is_file():
+        return "not a regular file"
+    if file.suffix.lower() not in SUPPORTED_SUFFIXES:
+        return unsupported_type(file.suffix.lower())
+    return None
 
 
 def _mib(size: int) -> str:

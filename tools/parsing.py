@@ -1,12 +1,16 @@
 """Turn a file into text sections, each with a human location ("p. 3", "Leave > Parental leave").
 
 Every parser raises `UnreadableDocument` with a one-line reason for input it cannot use; nothing
-downstream ever sees half a file.
+downstream ever sees half a file. What one file may cost is bounded by `ParseLimits`: a file over a
+limit is refused with a message naming the limit and its setting. The limits that pure-Python parsing
+cannot enforce on itself (wall time, memory) are enforced by running it in a worker process
+(tools/parse_worker.py); everything else is checked here, as early as it can be.
 """
 
 from __future__ import annotations
 
 import re
+import time
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,9 +19,55 @@ from pathlib import Path
 import charset_normalizer
 
 SUPPORTED_SUFFIXES = (".md", ".markdown", ".txt", ".html", ".htm", ".pdf", ".docx")
-# A DOCX is a zip; refuse archives that would inflate past this (zip bombs).
-MAX_DOCX_UNCOMPRESSED_BYTES = 200 * 1024 * 1024
-MAX_DOCX_COMPRESSION_RATIO = 200
+
+_MB = 1 << 20
+
+
+@dataclass(frozen=True)
+class ParseLimits:
+    """What parsing one file may cost. Each limit names the setting people change it with (the names in
+    the comments); the defaults admit any real document we have met, and refuse hostile ones early."""
+
+    max_pdf_pages: int = 2000  # KBBOT_MAX_PDF_PAGES: pages of one PDF (declared or real)
+    timeout_s: float = 60.0  # KBBOT_PARSE_TIMEOUT_S: wall time to parse one file (the worker is killed)
+    max_memory_mb: int = 2048  # KBBOT_PARSE_MAX_MEMORY_MB: address space of the parsing worker
+    max_inflated_mb: float = 100.0  # KBBOT_MAX_INFLATED_MB: a DOCX's members in total; each PDF stream
+    max_compression_ratio: float = 200.0  # (no setting) a DOCX inflating more than this many times is a bomb
+    max_nesting_depth: int = 256  # KBBOT_MAX_NESTING_DEPTH: nested HTML elements / XML elements
+    max_chars: int = 5_000_000  # KBBOT_MAX_DOCUMENT_CHARS: extracted text of one document
+
+    @property
+    def max_inflated_bytes(self) -> int:
+        return int(self.max_inflated_mb * _MB)
+
+    # One-line refusals, each naming the limit and its setting.
+    def pages_refusal(self, pages: int, declared: bool = False) -> str:
+        verb = "declares" if declared else "has"
+        return f"the PDF {verb} {pages:,} pages, over the limit of {self.max_pdf_pages:,} pages (KBBOT_MAX_PDF_PAGES)"
+
+    def timeout_refusal(self) -> str:
+        return f"parsing took longer than the limit of {self.timeout_s:g} s (KBBOT_PARSE_TIMEOUT_S)"
+
+    def memory_refusal(self) -> str:
+        return f"parsing needed more memory than the limit of {self.max_memory_mb:,} MB (KBBOT_PARSE_MAX_MEMORY_MB)"
+
+    def chars_refusal(self) -> str:
+        return (f"the document has more than {self.max_chars:,} characters of text, over the limit "
+                f"(KBBOT_MAX_DOCUMENT_CHARS)")
+
+    def depth_refusal(self, kind: str) -> str:
+        return (f"the {kind} nests elements more than {self.max_nesting_depth} levels deep, over the limit "
+                f"(KBBOT_MAX_NESTING_DEPTH)")
+
+    def inflated_refusal(self, what: str, size: int | None = None, cap: int | None = None) -> str:
+        cap_mb = (cap if cap is not None else self.max_inflated_bytes) / _MB
+        if size is None:
+            return f"{what} inflates past the limit of {cap_mb:,.4g} MB (KBBOT_MAX_INFLATED_MB); zip bomb?"
+        return (f"{what} would inflate to {size / _MB:,.0f} MB, over the limit of {cap_mb:,.4g} MB "
+                f"(KBBOT_MAX_INFLATED_MB); zip bomb?")
+
+
+DEFAULT_LIMITS = ParseLimits()
 
 
 class UnreadableDocument(ValueError):
@@ -40,20 +90,37 @@ class ParsedDocument:
         return sum(len(s.text) for s in self.sections)
 
 
-def parse_file(path: Path, data: bytes | None = None) -> ParsedDocument:
-    """Parse by extension. `data` lets callers pass bytes they already read (and hashed)."""
+def unsupported_type(suffix: str) -> str:
+    return f"unsupported file type {suffix or '(none)'!r}; supported: {', '.join(SUPPORTED_SUFFIXES)}"
+
+
+def precheck(path: Path, raw: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> None:
+    """The cheap refusals, from the name and the file's own metadata, before anything is inflated or
+    parsed (callers run this in-process, then parse in a worker)."""
     suffix = path.suffix.lower()
-    parser = _PARSERS.get(suffix)
-    if parser is None:
-        raise UnreadableDocument(
-            f"unsupported file type {suffix or '(none)'!r}; supported: {', '.join(SUPPORTED_SUFFIXES)}"
-        )
-    raw = path.read_bytes() if data is None else data
+    if suffix not in _PARSERS:
+        raise UnreadableDocument(unsupported_type(suffix))
     if not raw.strip():
         raise UnreadableDocument("the file is empty")
+    if suffix == ".docx":
+        _check_zip_is_safe(raw, limits)
+    elif suffix == ".pdf" and not raw.lstrip().startswith(b"%PDF"):
+        raise UnreadableDocument("not a PDF file (no %PDF header)")
+
+
+def parse_file(path: Path, data: bytes | None = None, limits: ParseLimits = DEFAULT_LIMITS) -> ParsedDocument:
+    """Parse by extension. `data` lets callers pass bytes they already read (and hashed).
+
+    Enforces every limit but wall time and memory, which need a worker process (tools/parse_worker.py:
+    parse_isolated). PDF parsing also stops itself once past `limits.timeout_s`.
+    """
+    suffix = path.suffix.lower()
+    raw = path.read_bytes() if data is None else data
+    precheck(path, raw, limits)
+    parser = _PARSERS[suffix]
     try:
-        parsed = parser(raw, path)
-    except UnreadableDocument:
+        parsed = parser(raw, path, limits)
+    except (UnreadableDocument, MemoryError):
         raise
     except RecursionError as exc:
         raise UnreadableDocument(f"the {suffix[1:].upper()} file is malformed (nested too deeply)") from exc
@@ -66,6 +133,8 @@ def parse_file(path: Path, data: bytes | None = None) -> ParsedDocument:
     sections = [s for s in sections if s.text]
     if not sections:
         raise UnreadableDocument("no text could be extracted (scanned or image-only document?)")
+    if sum(len(s.text) for s in sections) > limits.max_chars:
+        raise UnreadableDocument(limits.chars_refusal())
     return ParsedDocument(parsed.title or path.stem, sections)
 
 
@@ -82,7 +151,10 @@ def _normalise_space(text: str) -> str:
 def decode_text(raw: bytes) -> str:
     """Decode bytes of unknown encoding; refuse binary data."""
     if b"\x00" in raw[:8192] and not raw.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise UnreadableDocument("the file looks binary, not text")
+        text = _utf16_without_bom(raw)
+        if text is None:
+            raise UnreadableDocument("the file looks binary, not text")
+        return text
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -95,6 +167,27 @@ def decode_text(raw: bytes) -> str:
     if control > max(8, len(text) // 100):
         raise UnreadableDocument("the file looks binary, not text")
     return text
+
+
+def _utf16_without_bom(raw: bytes) -> str | None:
+    """UTF-16 text saved without a byte-order mark (Latin script: every other byte is NUL), or None."""
+    sample = raw[: 8192 - 8192 % 2] if len(raw) >= 8192 else raw[: len(raw) - len(raw) % 2]
+    half = len(sample) // 2
+    if half < 2 or len(raw) % 2:
+        return None
+    even_nuls, odd_nuls = sample[0::2].count(0), sample[1::2].count(0)
+    if odd_nuls >= half * 0.3 and even_nuls <= half * 0.02:
+        encoding = "utf-16-le"
+    elif even_nuls >= half * 0.3 and odd_nuls <= half * 0.02:
+        encoding = "utf-16-be"
+    else:
+        return None
+    try:
+        text = raw.decode(encoding)
+    except UnicodeDecodeError:
+        return None
+    control = sum(1 for ch in text[:8192] if ord(ch) < 32 and ch not in "\n\r\t\f")
+    return None if control > max(8, min(len(text), 8192) // 100) else text
 
 
 # Legacy encodings people's files really come in, most likely first. Detection considers only these
@@ -124,8 +217,15 @@ def _best_legacy_decoding(raw: bytes):
     return min(tied, key=rank)
 
 
-def _parse_text(raw: bytes, path: Path) -> ParsedDocument:
-    return ParsedDocument(path.stem, [Section(decode_text(raw), path.name)])
+def _decode_within(raw: bytes, limits: ParseLimits) -> str:
+    text = decode_text(raw)
+    if len(text) > limits.max_chars:  # before any per-line work (a 25 MB single line, say)
+        raise UnreadableDocument(limits.chars_refusal())
+    return text
+
+
+def _parse_text(raw: bytes, path: Path, limits: ParseLimits) -> ParsedDocument:
+    return ParsedDocument(path.stem, [Section(_decode_within(raw, limits), path.name)])
 
 
 # --- markdown ---------------------------------------------------------------------------------
@@ -134,8 +234,8 @@ _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
 
-def _parse_markdown(raw: bytes, path: Path) -> ParsedDocument:
-    text = decode_text(raw)
+def _parse_markdown(raw: bytes, path: Path, limits: ParseLimits) -> ParsedDocument:
+    text = _decode_within(raw, limits)
     return _sections_from_headed_lines(text.splitlines(), path.stem)
 
 
@@ -183,10 +283,48 @@ _BOILERPLATE_TAGS = ("script", "style", "noscript", "nav", "header", "footer", "
 _BOILERPLATE_HINT = re.compile(r"cookie|consent|banner|breadcrumb|sidebar|menu|navbar|footer|skip-link", re.I)
 
 
-def _parse_html(raw: bytes, path: Path) -> ParsedDocument:
+# Elements that never nest (void) or whose end tag may be left out: they do not count towards depth.
+_HTML_UNCOUNTED = frozenset(
+    ["area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source", "track", "wbr", "p", "li", "dt", "dd", "tr", "td", "th", "thead", "tbody", "tfoot", "colgroup", "caption", "option", "optgroup", "rb", "rt", "rp", "head", "body", "html"]
+)
+_HTML_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9:-]*)([^<>]*)>")
+_HTML_RAW_TEXT = {"script": re.compile(r"</script\s*>", re.I), "style": re.compile(r"</style\s*>", re.I)}
+
+
+def _check_html_depth(text: str, limits: ParseLimits) -> None:
+    """Refuse markup nested deeper than the limit, from a scan of its tags, before a tree is built
+    (100,000 nested <div>s cost seconds and hundreds of MB to build, and then cannot be walked)."""
+    stack: list[str] = []
+    position = 0
+    while True:
+        match = _HTML_TAG.search(text, position)
+        if match is None:
+            return
+        position = match.end()
+        closing, name = match.group(1), match.group(2).lower()
+        if closing:
+            for depth in range(len(stack) - 1, -1, -1):  # like the parser: close up to the open one
+                if stack[depth] == name:
+                    del stack[depth:]
+                    break
+            continue
+        if name in _HTML_RAW_TEXT:
+            end = _HTML_RAW_TEXT[name].search(text, position)
+            position = end.end() if end else len(text)
+            continue
+        if name in _HTML_UNCOUNTED or match.group(3).endswith("/"):
+            continue
+        stack.append(name)
+        if len(stack) > limits.max_nesting_depth:
+            raise UnreadableDocument(limits.depth_refusal("HTML"))
+
+
+def _parse_html(raw: bytes, path: Path, limits: ParseLimits) -> ParsedDocument:
     from bs4 import BeautifulSoup
 
-    soup = BeautifulSoup(decode_text(raw), "html.parser")
+    text = _decode_within(raw, limits)
+    _check_html_depth(text, limits)
+    soup = BeautifulSoup(text, "html.parser")
     page_title = soup.title.get_text(" ", strip=True) if soup.title else ""
     for tag in soup(_BOILERPLATE_TAGS):
         tag.decompose()
@@ -200,7 +338,7 @@ def _parse_html(raw: bytes, path: Path) -> ParsedDocument:
             tag.decompose()
     articles = soup.find_all("article")
     root = soup.find("main") or (articles[0] if len(articles) == 1 else None) or soup.body or soup
-    lines = _html_block_lines(root)
+    lines = _html_block_lines(root, limits.max_nesting_depth)
     parsed = _sections_from_headed_lines(lines, page_title or path.stem)
     return ParsedDocument(parsed.title if parsed.title != path.stem else (page_title or path.stem), parsed.sections)
 
@@ -211,7 +349,7 @@ _HTML_INLINE = frozenset(
 )
 
 
-def _html_block_lines(root) -> list[str]:
+def _html_block_lines(root, max_depth: int = DEFAULT_LIMITS.max_nesting_depth) -> list[str]:
     """One Markdown-like line per block (headings as `#`), in document order.
 
     Text that sits outside any block element (straight in a <div>, between <br>s, in <main>) is
@@ -238,7 +376,9 @@ def _html_block_lines(root) -> list[str]:
             return " | ".join(c.get_text(" ", strip=True) for c in element.find_all(["td", "th"]))
         return element.get_text(" ", strip=True)
 
-    def walk(node: Tag) -> None:
+    def walk(node: Tag, depth: int = 0) -> None:
+        if depth > max_depth:
+            raise UnreadableDocument(ParseLimits(max_nesting_depth=max_depth).depth_refusal("HTML"))
         for child in node.children:
             if isinstance(child, NavigableString):
                 if not isinstance(child, (Comment, Declaration, Doctype, ProcessingInstruction)):
@@ -263,7 +403,7 @@ def _html_block_lines(root) -> list[str]:
                 loose.append(child.get_text(" "))
             else:  # div, section, table, ul...: a boundary, then whatever is inside
                 flush()
-                walk(child)
+                walk(child, depth + 1)
                 flush()
 
     walk(root)
@@ -274,32 +414,64 @@ def _html_block_lines(root) -> list[str]:
 # --- pdf --------------------------------------------------------------------------------------
 
 
-def _parse_pdf(raw: bytes, path: Path) -> ParsedDocument:
+def _parse_pdf(raw: bytes, path: Path, limits: ParseLimits) -> ParsedDocument:
     import io
     import logging
 
-    from pypdf import PdfReader
-    from pypdf.errors import PyPdfError
+    from pypdf import PdfReader, apply_configuration, get_configuration
+    from pypdf.errors import LimitReachedError, PyPdfError
 
     logging.getLogger("pypdf").setLevel(logging.CRITICAL)  # its repair notes are not for users
     if not raw.lstrip().startswith(b"%PDF"):
         raise UnreadableDocument("not a PDF file (no %PDF header)")
+    deadline = time.monotonic() + limits.timeout_s
+    # pypdf's own output caps per stream (75 MB by default), lowered to ours when ours is lower.
+    inflated = min(limits.max_inflated_bytes, get_configuration().zlib_maximum_output_length)
+    caps = {name: inflated for name in (
+        "zlib_maximum_output_length", "lzw_maximum_output_length", "run_length_maximum_output_length",
+        "brotli_maximum_output_length", "array_based_stream_maximum_output_length",
+    ) if getattr(get_configuration(), name, None) is not None and getattr(get_configuration(), name) > inflated}
     try:
-        reader = PdfReader(io.BytesIO(raw))
-        # Permission-only protection (an empty user password) opens in every viewer, so read it.
-        if reader.is_encrypted and not _decrypts_with_empty_password(reader):
-            raise UnreadableDocument("the PDF is encrypted (password protected); upload an unprotected copy")
-        sections = [
-            Section(_join_pdf_lines(page.extract_text() or ""), f"p. {number}")
-            for number, page in enumerate(reader.pages, start=1)
-        ]
-        title = (reader.metadata.title if reader.metadata else None) or path.stem
+        with apply_configuration(**caps):
+            reader = PdfReader(io.BytesIO(raw))
+            # Permission-only protection (an empty user password) opens in every viewer, so read it.
+            if reader.is_encrypted and not _decrypts_with_empty_password(reader):
+                raise UnreadableDocument("the PDF is encrypted (password protected); upload an unprotected copy")
+            declared = _declared_page_count(reader)
+            if declared > limits.max_pdf_pages:  # refused before the page tree is even walked
+                raise UnreadableDocument(limits.pages_refusal(declared, declared=True))
+            if len(reader.pages) > limits.max_pdf_pages:
+                raise UnreadableDocument(limits.pages_refusal(len(reader.pages)))
+            sections, chars = [], 0
+            for number, page in enumerate(reader.pages, start=1):
+                if time.monotonic() > deadline:
+                    raise UnreadableDocument(limits.timeout_refusal())
+                text = _join_pdf_lines(page.extract_text() or "")
+                chars += len(text)
+                if chars > limits.max_chars:
+                    raise UnreadableDocument(limits.chars_refusal())
+                sections.append(Section(text, f"p. {number}"))
+            title = (reader.metadata.title if reader.metadata else None) or path.stem
     except UnreadableDocument:
         raise
+    except LimitReachedError as exc:
+        detail = " ".join(str(exc).split())[:120]
+        if "decompress" in detail.lower() or "output length" in detail.lower():
+            raise UnreadableDocument(limits.inflated_refusal("a stream in the PDF", cap=inflated)) from exc
+        raise UnreadableDocument(f"the PDF is over a safety limit of the PDF reader ({detail})") from exc
     except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, OSError,
             NotImplementedError, ArithmeticError, LookupError, AssertionError) as exc:
         raise UnreadableDocument(f"corrupt PDF ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})") from exc
     return ParsedDocument(str(title), sections)
+
+
+def _declared_page_count(reader) -> int:
+    """The page count the PDF claims (/Root /Pages /Count), read without walking the page tree."""
+    try:
+        count = reader.trailer["/Root"]["/Pages"].get("/Count", 0)
+        return max(0, int(count))
+    except Exception:  # no usable claim: the real count is checked next
+        return 0
 
 
 def _decrypts_with_empty_password(reader) -> bool:
@@ -339,7 +511,8 @@ def _join_pdf_lines(text: str) -> str:
 # --- docx -------------------------------------------------------------------------------------
 
 
-def _check_zip_is_safe(raw: bytes) -> None:
+def _check_zip_is_safe(raw: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> None:
+    """Refuse a zip bomb from the central directory alone: nothing is inflated here."""
     import io
 
     try:
@@ -347,26 +520,80 @@ def _check_zip_is_safe(raw: bytes) -> None:
             infos = archive.infolist()
     except zipfile.BadZipFile as exc:
         raise UnreadableDocument("not a valid DOCX (the file is not a zip archive)") from exc
+    except (OSError, ValueError, EOFError, NotImplementedError) as exc:
+        raise UnreadableDocument(f"not a valid DOCX (the zip archive is damaged: {type(exc).__name__})") from exc
     uncompressed = sum(info.file_size for info in infos)
     compressed = max(1, sum(info.compress_size for info in infos))
-    if uncompressed > MAX_DOCX_UNCOMPRESSED_BYTES or uncompressed / compressed > MAX_DOCX_COMPRESSION_RATIO:
+    if uncompressed > limits.max_inflated_bytes:
+        raise UnreadableDocument(limits.inflated_refusal("the DOCX", uncompressed))
+    worst = max(infos, key=lambda i: i.file_size / max(1, i.compress_size), default=None)
+    member_ratio = worst.file_size / max(1, worst.compress_size) if worst is not None else 0
+    if uncompressed / compressed > limits.max_compression_ratio or (
+        worst is not None and worst.file_size > _MB and member_ratio > limits.max_compression_ratio
+    ):
+        ratio = max(uncompressed / compressed, member_ratio)
         raise UnreadableDocument(
-            f"refused: the DOCX would inflate to {uncompressed / 1e6:.0f} MB (zip bomb?)"
+            f"refused: the DOCX would inflate {ratio:,.0f} times its size to {uncompressed / 1e6:,.0f} MB, over the "
+            f"limit of {limits.max_compression_ratio:g} times (zip bomb?)"
         )
 
 
-def _parse_docx(raw: bytes, path: Path) -> ParsedDocument:
+_XML_DECLARATIONS = re.compile(rb"<!(?:DOCTYPE|ENTITY)", re.I)
+
+
+def _check_docx_parts(raw: bytes, limits: ParseLimits) -> None:
+    """Inflate the XML parts once, in bounded blocks, before python-docx parses them: no part may declare
+    entities (Word never writes a DOCTYPE; entity expansion is how XML bombs work), every part must match
+    its checksum (a part inflating past its declared size fails it), and all of it stays under the limit."""
+    import io
+
+    budget = limits.max_inflated_bytes
+    with zipfile.ZipFile(io.BytesIO(raw)) as archive:
+        for info in archive.infolist():
+            if not info.filename.lower().endswith((".xml", ".rels")):
+                continue
+            head = b""
+            try:
+                with archive.open(info) as member:
+                    while block := member.read(64 * 1024):
+                        budget -= len(block)
+                        if budget < 0:
+                            raise UnreadableDocument(limits.inflated_refusal("the DOCX"))
+                        if len(head) < 64 * 1024:
+                            head += block
+                            if _XML_DECLARATIONS.search(head.replace(b"\x00", b"")):
+                                raise UnreadableDocument(
+                                    f"refused: the DOCX part {info.filename} declares XML entities (a DOCTYPE), "
+                                    "which Word never writes (XML entity bomb?)"
+                                )
+            except UnreadableDocument:
+                raise
+            except zipfile.BadZipFile as exc:  # "Bad CRC-32": the part is not what the archive says it is
+                raise UnreadableDocument(
+                    f"the DOCX is damaged: {info.filename} does not match its checksum (its declared size may be "
+                    "false, as in a zip bomb)"
+                ) from exc
+            except (OSError, EOFError, ValueError, NotImplementedError) as exc:
+                raise UnreadableDocument(
+                    f"the DOCX is damaged: {info.filename} cannot be inflated ({type(exc).__name__})"
+                ) from exc
+
+
+def _parse_docx(raw: bytes, path: Path, limits: ParseLimits) -> ParsedDocument:
     import io
 
     import docx
     from docx.opc.exceptions import PackageNotFoundError
 
-    _check_zip_is_safe(raw)
+    _check_zip_is_safe(raw, limits)
+    _check_docx_parts(raw, limits)
     try:
         document = docx.Document(io.BytesIO(raw))
     except (PackageNotFoundError, KeyError, ValueError, zipfile.BadZipFile) as exc:
         raise UnreadableDocument(f"corrupt DOCX ({type(exc).__name__})") from exc
     except Exception as exc:  # lxml raises its own XML errors on damaged parts
+        if "depth" in str(exc).lower():  # libxml2 refuses elements nested past 256 levels
+            raise UnreadableDocument(limits.depth_refusal("DOCX")) from exc
         raise UnreadableDocument(f"corrupt DOCX ({type(exc).__name__})") from exc
 
     lines: list[str] = []
@@ -401,7 +628,7 @@ def _heading_level(style_name: str) -> int:
     return int(match.group(1)) if match else 0
 
 
-_PARSERS: dict[str, Callable[[bytes, Path], ParsedDocument]] = {
+_PARSERS: dict[str, Callable[[bytes, Path, ParseLimits], ParsedDocument]] = {
     ".md": _parse_markdown,
     ".markdown": _parse_markdown,
     ".txt": _parse_text,

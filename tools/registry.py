@@ -256,6 +256,10 @@ class Registry:
             if "owner" not in columns:  # registries written before leases existed
                 with contextlib.suppress(sqlite3.OperationalError):  # another process just added it
                     db.execute("ALTER TABLE versions ADD COLUMN owner TEXT")
+            # Where each document came from ("sync", "paths", "upload"; NULL: before origins were kept).
+            if "origin" not in {row["name"] for row in db.execute("PRAGMA table_info(documents)")}:
+                with contextlib.suppress(sqlite3.OperationalError):
+                    db.execute("ALTER TABLE documents ADD COLUMN origin TEXT")
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -373,6 +377,19 @@ class Registry:
             row["kb"], row["name"], row["state"], row["error"], row["live_version"], row["live_hash"],
             row["live_chunks"], row["source_url"],
         )
+
+    def set_origin(self, kb: str, names: list[str], origin: str | None) -> None:
+        """Record where these documents' live versions came from (see tools.ingest.ORIGIN_SYNC)."""
+        with self._transaction() as db:
+            db.executemany(
+                "UPDATE documents SET origin = ? WHERE kb = ? AND name = ?", [(origin, kb, n) for n in names]
+            )
+
+    def origins(self, kb: str) -> dict[str, str | None]:
+        """{document: origin} for every document of a KB (None where it was never recorded)."""
+        with self._connect() as db:
+            rows = db.execute("SELECT name, origin FROM documents WHERE kb = ?", (kb,)).fetchall()
+        return {r["name"]: r["origin"] for r in rows}
 
     def live_versions(self, kb: str) -> dict[str, int]:
         return self.live_state(kb)[0]

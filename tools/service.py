@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tools.config import ToolSettings
 from tools.embeddings import Embedder, embed_chunks, embedding_identity, get_embedder
-from tools.ingest import Ingestor, IngestReport
+from tools.ingest import ORIGIN_SYNC, DocumentResult, Ingestor, IngestReport
 from tools.manifests import (
     KB_NAME_PATTERN,
     KnowledgeBaseManifest,
@@ -231,15 +231,58 @@ class KnowledgeService:
         self.open_kb(kb)
         return self.ingestor.ingest_bytes(kb, name, data, source_url)
 
-    def sync(self, progress: bool = False) -> list[IngestReport]:
-        """Ingest every declared KB's docs/ folder; unchanged files cost nothing."""
+    def ingest_uploads(self, kb: str, uploads: list[tuple[str, bytes, str | None]]) -> IngestReport:
+        """Several uploads as one batch (name, data, source_url): a name used twice is refused for both."""
+        self.open_kb(kb)
+        return self.ingestor.ingest_uploads(kb, uploads)
+
+    def sync(self, progress: bool = False, keep_missing: bool = False) -> list[IngestReport]:
+        """Ingest every declared KB's docs/ folder; unchanged files cost nothing.
+
+        A document an earlier sync ingested from docs/ whose file has left the folder is removed (status
+        "removed"), or with `keep_missing` kept and reported ("missing"). Documents that came from anywhere
+        else (Slack uploads, `kbbot ingest`) are never touched.
+        """
         reports = []
         self.refresh_manifests()
         for manifest in self.declared(strict=True).values():
             self.open_kb(manifest.name)
-            paths = [manifest.docs_dir] if manifest.docs_dir and manifest.docs_dir.is_dir() else []
-            reports.append(self.ingestor.ingest_paths(manifest.name, paths, progress=progress))
+            docs_dir = manifest.docs_dir if manifest.docs_dir and manifest.docs_dir.is_dir() else None
+            report = self.ingestor.ingest_paths(
+                manifest.name, [docs_dir] if docs_dir else [], progress=progress, origin=ORIGIN_SYNC
+            )
+            if docs_dir is not None:  # no folder at all is a misconfiguration, not "every file left"
+                self._sync_missing(manifest.name, report, keep_missing)
+            reports.append(report)
         return reports
+
+    def _sync_missing(self, kb: str, report: IngestReport, keep_missing: bool) -> None:
+        registry = self.store.registry
+        origins = registry.origins(kb)
+        # Documents synced before origins were recorded: one unchanged from a file in docs/, not uploaded
+        # from Slack (no link), is that file's, so sync owns it from now on.
+        unchanged = {d.document for d in report.documents if d.status == "unchanged"}
+        adopt = [
+            d.name for d in registry.list_documents(kb)
+            if d.name in unchanged and origins.get(d.name) is None and d.source_url is None
+        ]
+        if adopt:
+            registry.set_origin(kb, adopt, ORIGIN_SYNC)
+        present = {d.document for d in report.documents}  # every file still there, ingested or not
+        missing = sorted(name for name, origin in origins.items() if origin == ORIGIN_SYNC and name not in present)
+        if not missing:
+            return
+        if keep_missing:
+            for name in missing:
+                report.documents.append(DocumentResult(
+                    name, "missing", reason="its file is no longer in docs/; kept (--keep-missing)"
+                ))
+            return
+        for name in missing:
+            registry.delete_document(kb, name)
+            report.documents.append(DocumentResult(name, "removed", reason="its file is no longer in docs/"))
+        self.store.recover(kb)  # removes the retired chunks
+        self.store.rebuild_keyword_index(kb)
 
     def delete_document(self, kb: str, document: str) -> None:
         self.store.require_kb(kb)

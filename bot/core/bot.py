@@ -316,9 +316,9 @@ class KnowledgeBot:
         entry = self._snapshot().get(name)
         return entry is not None and entry.exists
 
-    def sync(self, origin: Origin, progress: bool = False) -> list[IngestReport]:
+    def sync(self, origin: Origin, progress: bool = False, keep_missing: bool = False) -> list[IngestReport]:
         self._require_operator(origin, "sync the declared knowledge bases")
-        return self.service.sync(progress=progress)
+        return self.service.sync(progress=progress, keep_missing=keep_missing)
 
     def reindex(self, origin: Origin, kb: str, progress: bool = False) -> int:
         self._require_operator(origin, "re-index knowledge bases")
