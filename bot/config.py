@@ -10,6 +10,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tools.config import ToolSettings
+from tools.parsing import ParseLimits
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,6 +47,13 @@ class Settings(BaseSettings):
 
     admin_users: str = Field("", alias="KBBOT_ADMIN_USERS")
     max_upload_mb: float = Field(25.0, alias="KBBOT_MAX_UPLOAD_MB")
+    # What parsing one file may cost (tools.parsing.ParseLimits; a file over a limit is refused, naming it).
+    max_pdf_pages: int = Field(2000, alias="KBBOT_MAX_PDF_PAGES", ge=1)
+    parse_timeout_s: float = Field(60.0, alias="KBBOT_PARSE_TIMEOUT_S", gt=0)
+    parse_max_memory_mb: int = Field(2048, alias="KBBOT_PARSE_MAX_MEMORY_MB", ge=256)
+    max_inflated_mb: float = Field(100.0, alias="KBBOT_MAX_INFLATED_MB", gt=0)
+    max_nesting_depth: int = Field(256, alias="KBBOT_MAX_NESTING_DEPTH", ge=16)
+    max_document_chars: int = Field(5_000_000, alias="KBBOT_MAX_DOCUMENT_CHARS", ge=1000)
 
     @property
     def max_upload_bytes(self) -> int:
@@ -82,6 +90,11 @@ class Settings(BaseSettings):
             chroma_host=self.chroma_host,
             chroma_port=self.chroma_port,
             max_upload_bytes=self.max_upload_bytes,
+            parse_limits=ParseLimits(
+                max_pdf_pages=self.max_pdf_pages, timeout_s=self.parse_timeout_s, max_memory_mb=self.parse_max_memory_mb,
+                max_inflated_mb=self.max_inflated_mb, max_nesting_depth=self.max_nesting_depth,
+                max_chars=self.max_document_chars,
+            ),
         )
 
 

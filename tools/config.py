@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import SecretStr
 
+from tools.parsing import ParseLimits
+
 
 @dataclass(frozen=True)
 class ToolSettings:
@@ -25,6 +27,7 @@ class ToolSettings:
     chroma_host: str | None = None
     chroma_port: int = 8000
     max_upload_bytes: int = 25 * 1024 * 1024
+    parse_limits: ParseLimits = field(default_factory=ParseLimits)
 
     @property
     def has_openai_key(self) -> bool:

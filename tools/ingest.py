@@ -119,9 +119,8 @@ class Ingestor:
         self.store = store
         self._embedder = embedder
         self.embedding_identity = embedding_identity
-        # What parsing one file may cost (time, memory, pages, inflation, depth, characters): given, or
-        # from the settings once they carry them (ToolSettings.parse_limits), else the defaults.
-        self.parse_limits = parse_limits or getattr(settings, "parse_limits", None) or ParseLimits()
+        # What parsing one file may cost (time, memory, pages, inflation, depth, characters).
+        self.parse_limits = parse_limits or settings.parse_limits
 
     @property
     def embedder(self) -> Embedder:

@@ -260,14 +260,12 @@ class KnowledgeBot:
         """Raises NotFound or AccessDenied now, before anything is downloaded."""
         self._entry_to_change(origin, kb)
 
-    def upload(self, origin: Origin, kb: str, uploads: Sequence[Upload]) -> list[IngestReport]:
-        """Add documents to a KB (a file of the same name is replaced), one report per file."""
+    def upload(self, origin: Origin, kb: str, uploads: Sequence[Upload]) -> IngestReport:
+        """Add documents to a KB as one batch: a document of the same name is replaced; two uploads with one
+        name are both refused (neither silently replaces the other)."""
         self._entry_to_change(origin, kb)
-        reports = []
         with self.kb_lock(kb):
-            for item in uploads:
-                reports.append(self.service.ingest_bytes(kb, item.name, item.data, source_url=item.source_url))
-        return reports
+            return self.service.ingest_uploads(kb, [(u.name, u.data, u.source_url) for u in uploads])
 
     def ingest_paths(self, origin: Origin, kb: str, paths: Sequence[Path], progress: bool = False) -> IngestReport:
         self._entry_to_change(origin, kb)

@@ -137,14 +137,15 @@ def resolve(client: WebClient, file: SlackFile) -> SlackFile:
 
 
 def ingest_slack_files(deps: SlackDeps, client: WebClient, origin: Origin, kb: str, files: list[SlackFile]) -> list[FileResult]:
-    """Download and ingest each file into `kb`; a bad file never stops the others. The application layer
-    decides whether this person may upload there — before anything is downloaded."""
+    """Download the files, then ingest them into `kb` as one batch; a bad file never stops the others. The
+    application layer decides whether this person may upload there — before anything is downloaded."""
     try:
         deps.bot.check_upload(origin, kb)
     except (NotFound, AccessDenied) as exc:
         return [FileResult(f.name, "refused", detail=str(exc)) for f in files]
     max_bytes = deps.settings.max_upload_bytes
     results: list[FileResult] = []
+    uploads: list[Upload] = []
     for file in files:
         try:
             if not file.url:  # metadata only (files.info); nothing is downloaded before the checks
@@ -156,18 +157,19 @@ def ingest_slack_files(deps: SlackDeps, client: WebClient, origin: Origin, kb: s
             if not file.url:
                 raise DownloadError("Slack did not give a download URL for this file")
             expect_html = PurePosixPath(file.name).suffix.lower() in (".html", ".htm")
-            data = download(file.url, deps.bot_token, max_bytes, deps.trusted_hosts, expect_html)
-            [report] = deps.bot.upload(origin, kb, [Upload(file.name, data, file.permalink)])
-        except (DownloadError, *USER_ERRORS) as exc:
+            uploads.append(Upload(file.name, download(file.url, deps.bot_token, max_bytes, deps.trusted_hosts, expect_html), file.permalink))
+        except DownloadError as exc:
             results.append(FileResult(file.name, "failed", detail=str(exc)))
-            continue
-        except Exception:
-            log.exception("ingesting %s into %s failed", file.name, kb)
-            results.append(FileResult(file.name, "failed", detail="internal error while ingesting (see the bot's log)"))
-            continue
-        for doc in report.documents:
-            results.append(FileResult(doc.document, doc.status, doc.chunks, doc.error))
-    return results
+    if not uploads:
+        return results
+    try:
+        report = deps.bot.upload(origin, kb, uploads)
+    except USER_ERRORS as exc:
+        return results + [FileResult(u.name, "failed", detail=str(exc)) for u in uploads]
+    except Exception:
+        log.exception("ingesting %s into %s failed", [u.name for u in uploads], kb)
+        return results + [FileResult(u.name, "failed", detail="internal error while ingesting (see the bot's log)") for u in uploads]
+    return results + [FileResult(doc.document, doc.status, doc.chunks, doc.error) for doc in report.documents]
 
 
 def results_text(kb: str, results: list[FileResult]) -> str:

@@ -243,7 +243,7 @@ def test_non_utf8_text_ingests_with_the_right_characters(service, kb, name: str,
 
 def test_oversize_with_and_without_size_metadata(make_settings, tmp_path: Path) -> None:
     """Refused from the file's size (a 10 GB sparse file is never read) and from the bytes' length."""
-    with KnowledgeService(make_settings(KBBOT_MAX_UPLOAD_MB=0.01)) as svc:
+    with KnowledgeService(make_settings(KBBOT_MAX_UPLOAD_MB=0.01).tools) as svc:
         svc.create_kb(KB, "size limits")
         big = tmp_path / "big.md"
         big.write_text("# Big\n\n" + "All work and no play. " * 2000, encoding="utf-8")
@@ -342,7 +342,7 @@ def test_a_file_that_changes_while_being_ingested(service, kb, tmp_path: Path) -
 def test_cli_refuses_in_one_line_and_changes_nothing(
     make: Callable[[Path], Path], words: tuple[str, ...], settings: Settings, tmp_path: Path, run_cli
 ) -> None:
-    with KnowledgeService(settings) as svc:
+    with KnowledgeService(settings.tools) as svc:
         svc.create_kb(KB, "CLI hostile files")
     path = make(tmp_path)
     result = run_cli(settings, "ingest", "--kb", KB, str(path), "--json")
@@ -350,7 +350,7 @@ def test_cli_refuses_in_one_line_and_changes_nothing(
     documents = json.loads(result.out)["documents"]
     assert [d["status"] for d in documents] == ["failed"]
     assert all(w in documents[0]["error"] for w in words), documents[0]["error"]
-    with KnowledgeService(settings) as svc:
+    with KnowledgeService(settings.tools) as svc:
         assert svc.store.registry.list_documents(KB) == []
     figures.add("bad_inputs_tried")
 
@@ -363,7 +363,7 @@ def test_a_separate_kbbot_process_survives_a_folder_of_bad_files(settings: Setti
     hostile.deep_html(folder / "deep.html")
     write_docx_zip_bomb(folder / "zip.docx", inflated_mb=300)
     (folder / "notes.css").write_text("body{}", encoding="utf-8")
-    with KnowledgeService(settings) as svc:
+    with KnowledgeService(settings.tools) as svc:
         svc.create_kb(KB, "CLI hostile folder")
     started = time.monotonic()
     done = run_kbbot(settings, "ingest", "--kb", KB, str(folder))

@@ -44,7 +44,7 @@ def site(tmp_path: Path) -> Path:
 
 
 def test_a_site_with_an_index_html_per_folder_ingests_in_one_command(settings, site: Path, run_cli) -> None:
-    with KnowledgeService(settings) as svc:
+    with KnowledgeService(settings.tools) as svc:
         svc.create_kb(KB, "Product documentation site")
     result = run_cli(settings, "ingest", "--kb", KB, str(site), "--json")
     assert result.code == 0, result.out + result.err
@@ -64,7 +64,7 @@ def test_a_site_with_an_index_html_per_folder_ingests_in_one_command(settings, s
 
 
 def test_several_files_are_named_relative_to_their_common_parent(settings, site: Path, run_cli) -> None:
-    with KnowledgeService(settings) as svc:
+    with KnowledgeService(settings.tools) as svc:
         svc.create_kb(KB, "Product documentation site")
     result = run_cli(settings, "ingest", "--kb", KB, str(site / "faq" / "index.html"),
                      str(site / "tutorial" / "index.html"), "--json")
@@ -91,7 +91,7 @@ def test_single_file_and_single_folder_names_are_unchanged(service: KnowledgeSer
 
 
 def test_an_unsupported_file_named_explicitly_is_still_an_error(settings, site: Path, run_cli) -> None:
-    with KnowledgeService(settings) as svc:
+    with KnowledgeService(settings.tools) as svc:
         svc.create_kb(KB, "Product documentation site")
     result = run_cli(settings, "ingest", "--kb", KB, str(site / "_static" / "style.css"))
     assert result.code == 1
@@ -127,7 +127,7 @@ def test_sync_removes_what_left_docs_and_nothing_else(make_settings, declared: P
     settings = make_settings(KBBOT_KNOWLEDGE_BASES_DIR=declared)
     docs = declared / "handbook" / "docs"
     assert {s for s, _ in _sync(settings, run_cli).values()} == {"ready"}
-    with KnowledgeService(settings) as svc:  # documents from elsewhere, named like docs/ files would be
+    with KnowledgeService(settings.tools) as svc:  # documents from elsewhere, named like docs/ files would be
         assert svc.ingest_bytes("handbook", "uploaded.md", b"# Uploaded\n\nFrom Slack.\n",
                                 source_url="https://files.slack.example/F1").ok
         cli_file = tmp_path / "elsewhere" / "cli.md"
@@ -139,7 +139,7 @@ def test_sync_removes_what_left_docs_and_nothing_else(make_settings, declared: P
     statuses = _sync(settings, run_cli)
     assert statuses["expenses.md"] == ("removed", "its file is no longer in docs/")
     assert {n for n, (s, _) in statuses.items() if s == "unchanged"} == {"leave.md", "office.md"}
-    with KnowledgeService(settings) as svc:
+    with KnowledgeService(settings.tools) as svc:
         names = {d.name for d in svc.store.registry.list_documents("handbook")}
         assert names == {"leave.md", "office.md", "uploaded.md", "cli.md"}
         assert "receipts" not in " ".join(c.text for c in svc.store.live_chunks("handbook"))
@@ -150,20 +150,20 @@ def test_sync_removes_what_left_docs_and_nothing_else(make_settings, declared: P
     assert kept["office.md"] == ("missing", "its file is no longer in docs/; kept (--keep-missing)")
     text = run_cli(settings, "kb", "sync", "--keep-missing")
     assert "? handbook/office.md: missing" in text.out and "1 missing" in text.out
-    with KnowledgeService(settings) as svc:
+    with KnowledgeService(settings.tools) as svc:
         assert "office.md" in {d.name for d in svc.store.registry.list_documents("handbook")}
 
     removed = run_cli(settings, "kb", "sync")
     assert removed.code == 0 and "handbook/office.md: removed: its file is no longer in docs/" in removed.out
     assert "1 removed" in removed.out
-    with KnowledgeService(settings) as svc:
+    with KnowledgeService(settings.tools) as svc:
         assert {d.name for d in svc.store.registry.list_documents("handbook")} == {"leave.md", "uploaded.md", "cli.md"}
 
 
 def test_sync_adopts_documents_synced_before_origins_were_recorded(make_settings, declared: Path, run_cli) -> None:
     settings = make_settings(KBBOT_KNOWLEDGE_BASES_DIR=declared)
     _sync(settings, run_cli)
-    with KnowledgeService(settings) as svc:  # as a registry written before the origin column looks
+    with KnowledgeService(settings.tools) as svc:  # as a registry written before the origin column looks
         svc.store.registry.set_origin("handbook", ["leave.md", "office.md", "expenses.md"], None)
     assert {s for s, _ in _sync(settings, run_cli).values()} == {"unchanged"}  # adopted, nothing removed
     (declared / "handbook" / "docs" / "leave.md").unlink()

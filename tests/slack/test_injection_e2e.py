@@ -57,7 +57,7 @@ def tried(kind: str) -> None:
 @pytest.fixture(scope="module")
 def hostile_kb(slack_bot):
     operator = Origin.cli()
-    [report] = slack_bot.kbbot.upload(operator, "people", [Upload(HOSTILE_NAME, HOSTILE_DOC, HOSTILE_SOURCE_URL)])
+    report = slack_bot.kbbot.upload(operator, "people", [Upload(HOSTILE_NAME, HOSTILE_DOC, HOSTILE_SOURCE_URL)])
     [view] = [v for v in slack_bot.kbbot.visible_kbs(operator) if v.name == "people"]
     documents = {d.name: d for d in view.documents}
     [name] = [n for n in documents if n.startswith("zephyr-kettle")]
