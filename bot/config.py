@@ -44,6 +44,7 @@ class Settings(BaseSettings):
     slack_ingest_workers: int = Field(2, alias="KBBOT_SLACK_INGEST_WORKERS", ge=1, le=16)
     slack_streaming: bool = Field(True, alias="KBBOT_SLACK_STREAMING")
     slack_warmup: bool = Field(True, alias="KBBOT_SLACK_WARMUP")
+    shutdown_grace_s: float = Field(30.0, alias="KBBOT_SHUTDOWN_GRACE", ge=0)
 
     admin_users: str = Field("", alias="KBBOT_ADMIN_USERS")
     max_upload_mb: float = Field(25.0, alias="KBBOT_MAX_UPLOAD_MB")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import re
-from concurrent.futures import ThreadPoolExecutor
 
 from pydantic import SecretStr
 from slack_bolt import App
@@ -84,6 +83,10 @@ def build_slack(
             "(Basic Information → Signing Secret), or set SLACK_APP_TOKEN for Socket Mode"
         )
     client = build_web_client(settings, token)
+    if bot is None:
+        bot = KnowledgeBot(settings)
+    bot.membership = SlackMembership(client)
+    deps = build_deps(settings, bot)
     try:
         app = App(
             client=client,  # carries the token; passing both only logs a warning
@@ -92,7 +95,7 @@ def build_slack(
             request_verification_enabled=bool(signing_secret),
             # Long-running server: ack first, work afterwards (process_before_response is for FaaS).
             process_before_response=False,
-            listener_executor=ThreadPoolExecutor(max_workers=16, thread_name_prefix="bolt-listener"),
+            listener_executor=deps.listeners,
         )
     except SlackApiError as exc:
         raise SlackConfigError(f"Slack rejected the bot token ({exc.response.get('error')}); check SLACK_BOT_TOKEN") from None
@@ -106,10 +109,6 @@ def build_slack(
     except OSError as exc:  # DNS, refused connection, timeout
         raise SlackConfigError(f"could not reach Slack at {api_base_url(settings)} ({exc}); check SLACK_API_URL and the network") from None
 
-    if bot is None:
-        bot = KnowledgeBot(settings)
-    bot.membership = SlackMembership(client)
-    deps = build_deps(settings, bot)
     app.use(deduplicate_deliveries(deps.ledger))
     register_listeners(app, deps)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from itertools import islice
 
 from slack_sdk import WebClient
@@ -57,6 +57,19 @@ class Question:
     bot_user_id: str | None = None
     bot_id: str | None = None
     replies: list[dict] | None = None  # the thread, when already fetched
+
+    @property
+    def key(self) -> str:
+        """What the delivery ledger claims: one answer per message."""
+        return f"message:{self.channel}:{self.ts}"
+
+    def to_payload(self) -> dict:
+        """What a restart needs to answer it (the thread is read again then)."""
+        return {k: v for k, v in asdict(self).items() if k != "replies"}
+
+    @classmethod
+    def from_payload(cls, payload: dict) -> Question:
+        return cls(**payload)
 
     @property
     def reply_ts(self) -> str:
@@ -243,16 +256,17 @@ def post_quietly(client: WebClient, channel: str, thread_ts: str | None, text: s
 def receive(deps: SlackDeps, client: WebClient, question: Question, say_stream: Callable | None = None) -> bool:
     """Claim the message (so it is answered once), show that the bot is on it (:eyes: and a status, on the
     side pool) and queue the answer — or say the bot is busy. False when it was already claimed."""
-    if not deps.ledger.claim(f"message:{question.channel}:{question.ts}"):
+    if not deps.ledger.claim(question.key):
         log.info("message %s/%s already being answered", question.channel, question.ts)
         return False
     text = clean_text(question.text)
     if not text:
         fire_and_forget(deps.side, post_quietly, client, question.channel, question.reply_ts, GREETING)
         return True
+    deps.ledger.hold(question.key, question.to_payload())
     status = StatusReporter(deps, client, question.channel, question.reply_ts)
     if not deps.answers.submit(answer_question, deps, client, question, text, status, say_stream):
-        fire_and_forget(deps.side, post_quietly, client, question.channel, question.reply_ts, BUSY)
+        fire_and_forget(deps.side, say_busy, deps, client, question)
         return True
     fire_and_forget(deps.side, add_reaction, client, question.channel, question.ts)
     status(FIRST_STATUS)
@@ -263,7 +277,8 @@ def answer_question(
     deps: SlackDeps, client: WebClient, question: Question, text: str, status: StatusReporter,
     say_stream: Callable | None = None,
 ) -> None:
-    """On a worker: history from Slack, the answer, then the reply in the thread."""
+    """On a worker: history from Slack, the answer, then the reply in the thread; the claim is released once
+    the reply is out (a restart answers it if this process dies first)."""
     try:
         rendered = ask(deps, question.origin, text, history_for(client, question), status)
     finally:
@@ -272,6 +287,12 @@ def answer_question(
         deliver(deps, client, question, rendered, say_stream)
     except SlackApiError:
         log.exception("could not reply in %s/%s", question.channel, question.reply_ts)
+    deps.ledger.release(question.key)
+
+
+def say_busy(deps: SlackDeps, client: WebClient, question: Question) -> None:
+    post_quietly(client, question.channel, question.reply_ts, BUSY)
+    deps.ledger.release(question.key)
 
 
 def answer_if_in_thread(deps: SlackDeps, client: WebClient, question: Question, say_stream: Callable | None = None) -> None:
@@ -281,8 +302,9 @@ def answer_if_in_thread(deps: SlackDeps, client: WebClient, question: Question, 
     except SlackApiError as exc:
         log.warning("could not read thread %s/%s (%s)", question.channel, question.thread_ts, exc.response.get("error"))
         return
-    if bot_in_thread(question, question.replies) and deps.ledger.claim(f"message:{question.channel}:{question.ts}"):
+    if bot_in_thread(question, question.replies) and deps.ledger.claim(question.key):
         text = clean_text(question.text)
         if text:
+            deps.ledger.hold(question.key, question.to_payload())
             fire_and_forget(deps.side, add_reaction, client, question.channel, question.ts)
             answer_question(deps, client, question, text, StatusReporter(deps, client, question.channel, question.reply_ts), say_stream)

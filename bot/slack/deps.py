@@ -14,7 +14,7 @@ from urllib.parse import urlparse
 from bot.config import Settings
 from bot.core import KnowledgeBot
 from bot.slack.idempotency import ClaimLedger
-from bot.slack.work import WorkPool
+from bot.slack.work import TrackedExecutor, WorkPool
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,7 @@ class SlackDeps:
     answers: WorkPool  # questions (bounded: a full pool means "busy, try again")
     ingests: WorkPool  # uploads and deletes, on their own few threads
     side: ThreadPoolExecutor  # small fire-and-forget calls (:eyes:, status updates)
+    listeners: TrackedExecutor  # Bolt's listener threads: they only acknowledge and hand work on
     streaming: Capability = field(default_factory=lambda: Capability("chat streaming"))
     status: Capability = field(default_factory=lambda: Capability("assistant.threads.setStatus"))
 
@@ -63,12 +64,13 @@ class SlackDeps:
         return {host.lower()} if host else set()
 
     def idle(self) -> bool:
-        return self.answers.idle() and self.ingests.idle()
+        return self.listeners.pending == 0 and self.answers.idle() and self.ingests.idle()
 
     def shutdown(self, timeout_s: float = 0.0) -> bool:
         """Stop accepting work and let what was accepted finish (at most timeout_s); True if it all did."""
         finished = self.answers.drain(timeout_s) & self.ingests.drain(timeout_s)
         self.side.shutdown(wait=finished, cancel_futures=not finished)
+        self.listeners.shutdown(wait=False, cancel_futures=True)
         self.ledger.close()
         return finished
 
@@ -82,6 +84,7 @@ def build_deps(settings: Settings, bot: KnowledgeBot) -> SlackDeps:
         answers=WorkPool("kbbot-answer", settings.slack_workers, settings.slack_queue),
         ingests=WorkPool("kbbot-ingest", settings.slack_ingest_workers, 32),
         side=ThreadPoolExecutor(max_workers=8, thread_name_prefix="kbbot-side"),
+        listeners=TrackedExecutor(max_workers=16, thread_name_prefix="bolt-listener"),
     )
     if not settings.slack_streaming:
         deps.streaming.enabled = False

@@ -17,9 +17,11 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from slack_bolt import App, BoltRequest
+from slack_sdk import WebClient
 
 from bot.config import Settings
 from bot.core import KnowledgeBot
+from bot.slack.deps import SlackDeps
 
 log = logging.getLogger(__name__)
 
@@ -91,27 +93,58 @@ def serve(settings: Settings, host: str = "0.0.0.0", port: int | None = None) ->
         raise SlackConfigError("SLACK_BOT_TOKEN is not set; see 'Slack app setup' in README.md")
     app, deps = build_slack(settings, socket_mode=socket_mode)
     deps.bot.refresh()  # logs every kb.toml that cannot be read (its KB keeps its last known rules)
-    if settings.slack_warmup:
-        threading.Thread(target=_warm_up, args=(deps.bot,), name="kbbot-warmup", daemon=True).start()
+    threading.Thread(target=_start_up, args=(deps, app.client, settings.slack_warmup), name="kbbot-start", daemon=True).start()
+    stop = threading.Event()
+    with contextlib.suppress(ValueError):  # only possible in the main thread
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
     if socket_mode:
         from slack_bolt.adapter.socket_mode import SocketModeHandler
 
         print("kbbot: connecting to Slack in Socket Mode", file=sys.stderr)
-        SocketModeHandler(app, app_token).start()
+        handler = SocketModeHandler(app, app_token)
+        handler.connect()
+        try:
+            stop.wait()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            handler.close()
+            _drain(deps, settings.shutdown_grace_s)
         return 0
     server = make_http_server(app, host, port or settings.port)
     bound_host, bound_port = server.server_address[:2]
     print(f"kbbot: listening for Slack on http://{bound_host}:{bound_port}{EVENTS_PATH}", file=sys.stderr)
-    with contextlib.suppress(ValueError):  # only possible in the main thread
-        signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())
+    threading.Thread(target=lambda: (stop.wait(), server.shutdown()), name="kbbot-stop", daemon=True).start()
     try:
         server.serve_forever(poll_interval=0.2)
     except KeyboardInterrupt:
         pass
     finally:
         server.server_close()
-        deps.shutdown(timeout_s=0)
+        _drain(deps, settings.shutdown_grace_s)
     return 0
+
+
+def _start_up(deps: SlackDeps, client: WebClient, warm: bool) -> None:
+    """Load the model and indexes (unless KBBOT_SLACK_WARMUP=off), then answer what an earlier run left."""
+    from bot.slack.resume import resume_held
+
+    if warm:
+        _warm_up(deps.bot)
+    try:
+        resume_held(deps, client)
+    except Exception:
+        log.exception("could not resume the questions of the previous run")
+
+
+def _drain(deps: SlackDeps, grace_s: float) -> None:
+    """Stopping: new events are no longer received; the questions already claimed are answered (for at most
+    grace_s; any left are answered at the next start)."""
+    pending = deps.answers.pending + deps.ingests.pending
+    if pending:
+        print(f"kbbot: stopping — finishing {pending} task(s) (up to {grace_s:g} s)", file=sys.stderr)
+    if not deps.shutdown(timeout_s=grace_s):
+        print("kbbot: stopped with work unfinished; claimed questions are answered at the next start", file=sys.stderr)
 
 
 def _warm_up(bot: KnowledgeBot) -> None:

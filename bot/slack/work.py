@@ -76,6 +76,40 @@ class WorkPool:
         return finished
 
 
+class TrackedExecutor(ThreadPoolExecutor):
+    """A thread pool that knows how many tasks it holds (Bolt's listener executor: a stop or a test can
+    wait until every acknowledged request has been handled)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._lock = threading.Lock()
+        self._pending = 0
+
+    def submit(self, fn: Callable, /, *args, **kwargs) -> Future:
+        with self._lock:
+            self._pending += 1
+        try:
+            return super().submit(self._tracked, fn, *args, **kwargs)
+        except RuntimeError:
+            self._done()
+            raise
+
+    def _tracked(self, fn: Callable, *args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self._done()
+
+    def _done(self) -> None:
+        with self._lock:
+            self._pending -= 1
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return self._pending
+
+
 def fire_and_forget(executor: ThreadPoolExecutor, fn: Callable, *args) -> Future | None:
     """A small Slack call off the caller's thread (a reaction, a status); never raises."""
     try:

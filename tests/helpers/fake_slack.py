@@ -64,7 +64,16 @@ class FakeSlack:
     def api_url(self) -> str:
         return f"{self.base}/api/"
 
+    def unstall(self) -> None:
+        """Release every stalled call (each fails with `request_dropped`); later calls go through."""
+        with self._lock:
+            self.stalled = set()
+            self._unstalled.set()
+            self._unstalled = threading.Event()
+
     def reset(self) -> None:
+        if hasattr(self, "_unstalled"):
+            self.unstall()
         with self._lock:
             self.calls: list[Call] = []
             self.messages: dict[str, list[dict]] = {}
@@ -72,7 +81,8 @@ class FakeSlack:
             self.files: dict[str, tuple[dict, bytes]] = {}
             self.errors: dict[str, str] = {}  # method -> Slack error to return
             self.rate_limit: dict[str, int] = {}  # method -> how many 429s to return first
-            self.delays: dict[str, float] = {}  # method -> seconds to stall before answering (recorded first)
+            self.stalled: set[str] = set()  # methods whose calls hang (recorded first) until `unstall()`
+            self._unstalled = threading.Event()
             self.downloads: list[tuple[str, str | None]] = []  # (path, authorization header)
 
     # --- state helpers for tests -------------------------------------------------------------
@@ -141,9 +151,11 @@ class FakeSlack:
     def api(self, method: str, params: dict, token: str | None) -> tuple[int, dict, dict]:
         self._record(method, params, token)
         with self._lock:
-            delay = self.delays.get(method, 0.0)
-        if delay:
-            time.sleep(delay)
+            stalled, released = method in self.stalled, self._unstalled
+        if stalled:
+            # The caller hangs (e.g. to be killed mid-call); when released the call is dropped, never applied.
+            released.wait(timeout=120)
+            return 200, {"ok": False, "error": "request_dropped"}, {}
         with self._lock:
             if self.rate_limit.get(method, 0) > 0:
                 self.rate_limit[method] -= 1

@@ -7,10 +7,13 @@ yields a `SlackBot`: the URL, the app's dependencies, the fake, and a sender of 
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from slack_bolt import App
 
@@ -67,3 +70,50 @@ def running_bot(settings: Settings, fake: FakeSlack, bot: KnowledgeBot | None = 
         server.shutdown()
         server.server_close()
         deps.shutdown(timeout_s=30)
+
+
+# --- `kbbot serve` as its own process ---------------------------------------------------------------
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class ServeProcess:
+    process: subprocess.Popen
+    port: int
+    log: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/slack/events"
+
+    def wait_healthy(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            assert self.process.poll() is None, f"kbbot serve exited: {self.log.read_text(errors='replace')[-2000:]}"
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=1) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                assert time.monotonic() < deadline, "kbbot serve did not start listening"
+                time.sleep(0.1)
+
+
+def spawn_serve(settings: Settings, workdir: Path, port: int | None = None, **env: str) -> ServeProcess:
+    """`kbbot serve` in HTTP mode on 127.0.0.1 (a clean environment built from `settings`); logs to a file."""
+    from helpers.cli import child_env, kbbot_command
+
+    port = port or free_port()
+    log = workdir / f"serve-{port}-{time.monotonic_ns()}.log"
+    process = subprocess.Popen(
+        [*kbbot_command(), "-v", "serve", "--host", "127.0.0.1", "--port", str(port)], env=child_env(settings, **env),
+        cwd=str(workdir), stdout=subprocess.DEVNULL, stderr=log.open("w"),
+    )
+    return ServeProcess(process, port, log)

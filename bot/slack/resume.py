@@ -1,0 +1,54 @@
+"""At start-up: answer the questions an earlier run claimed and never answered (it was killed, or stopped
+before its grace period ran out), exactly once.
+
+A question is answered again only if its thread holds no finished reply of the bot posted after it (the
+earlier run may have died between posting and releasing the claim). One older than `MAX_AGE_S` is not
+answered any more: its asker gets a short note instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+
+from bot.slack.conversation import Question, StatusReporter, answer_question, fetch_replies, post_quietly
+from bot.slack.deps import SlackDeps
+from bot.slack.markup import clean_text
+
+log = logging.getLogger(__name__)
+
+MAX_AGE_S = 15 * 60
+TOO_LATE = ":warning: I was restarted before I could answer this — please ask again."
+
+
+def resume_held(deps: SlackDeps, client: WebClient, max_age_s: float = MAX_AGE_S) -> int:
+    """Queue every held question still worth answering; returns how many were queued."""
+    queued = 0
+    for key, payload, claimed_at in deps.ledger.held():
+        try:
+            question = Question.from_payload(payload)
+        except (TypeError, ValueError):
+            deps.ledger.release(key)
+            continue
+        if time.time() - claimed_at > max_age_s:
+            post_quietly(client, question.channel, question.reply_ts, TOO_LATE)
+            deps.ledger.release(key)
+            continue
+        try:
+            replies = fetch_replies(client, question.channel, question.reply_ts)
+        except SlackApiError as exc:
+            log.warning("could not check %s for an earlier reply (%s); will try at the next start", key, exc.response.get("error"))
+            continue
+        if any(question.from_bot(m) and float(m.get("ts") or 0) > float(question.ts) for m in replies):
+            deps.ledger.release(key)  # answered before the restart; only the release was lost
+            continue
+        question.replies = replies
+        status = StatusReporter(deps, client, question.channel, question.reply_ts)
+        if deps.answers.submit(answer_question, deps, client, question, clean_text(question.text), status):
+            queued += 1
+    if queued:
+        log.info("answering %d question(s) claimed before the restart", queued)
+    return queued
