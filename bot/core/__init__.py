@@ -1,7 +1,7 @@
 """The application layer: one façade (`KnowledgeBot`), where requests come from (`Origin`), and the rules."""
 
 from bot.core.bot import KnowledgeBot
-from bot.core.errors import USER_ERRORS, AccessDenied, EmptyQuestion, NotFound
+from bot.core.errors import USER_ERRORS, AccessDenied, EmptyQuestion, KnowledgeBaseError, NotFound
 from bot.core.models import (
     SUPPORTED_SUFFIXES,
     Answer,
@@ -16,6 +16,6 @@ from bot.core.models import (
 from bot.core.origin import Origin, Surface
 
 __all__ = [
-    "SUPPORTED_SUFFIXES", "USER_ERRORS", "AccessDenied", "Answer", "AskResult", "Citation", "DocView", "EmptyQuestion", "IngestReport",
+    "SUPPORTED_SUFFIXES", "USER_ERRORS", "AccessDenied", "Answer", "AskResult", "Citation", "DocView", "EmptyQuestion", "IngestReport", "KnowledgeBaseError",
     "KbView", "KnowledgeBot", "NotFound", "Origin", "Surface", "Turn", "Upload",
 ]

@@ -16,7 +16,7 @@ from itertools import islice
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.core import EmptyQuestion, Origin, Turn
+from bot.core import EmptyQuestion, KnowledgeBaseError, Origin, Turn
 from bot.slack.deps import SlackDeps
 from bot.slack.markup import clean_text
 from bot.slack.render import RenderedAnswer, render_answer, render_error, shorten
@@ -33,6 +33,7 @@ GREETING = (
 )
 BUSY = ":hourglass: I'm answering a lot of questions right now — please ask again in a minute."
 FAILED = "Sorry — something went wrong while answering. Please try again in a moment."
+UNAVAILABLE = "I can't reach the knowledge bases right now. Please try again in a minute."
 
 
 def _ts(value: str | None) -> float:
@@ -208,6 +209,9 @@ def ask(deps: SlackDeps, origin: Origin, text: str, history: list[Turn], on_stat
         result = deps.bot.ask(origin, text, history, on_status=on_status)
     except EmptyQuestion:
         return RenderedAnswer(text=GREETING, markdown=GREETING)
+    except KnowledgeBaseError as exc:  # the store is unreachable or refuses: the operator's log says why
+        log.error("answering in %s failed: %s", origin.channel, exc)
+        return render_error(UNAVAILABLE)
     except Exception:
         log.exception("answering in %s failed", origin.channel)
         return render_error(FAILED)
