@@ -79,8 +79,9 @@ def build_slack(
     signing_secret = _secret(settings.slack_signing_secret)
     if not socket_mode and not signing_secret:
         raise SlackConfigError(
-            "SLACK_SIGNING_SECRET is not set: HTTP mode verifies every request with it "
-            "(Basic Information → Signing Secret), or set SLACK_APP_TOKEN for Socket Mode"
+            "SLACK_BOT_TOKEN is set, but neither SLACK_APP_TOKEN (Socket Mode, the easy way: Basic Information → "
+            "App-Level Tokens, scope connections:write) nor SLACK_SIGNING_SECRET (HTTP mode: Basic Information → "
+            "Signing Secret) is; set one of them (see 'Slack app setup' in README.md)"
         )
     client = build_web_client(settings, token)
     if bot is None:

@@ -94,7 +94,7 @@ def test_serve_uses_socket_mode_when_an_app_token_is_set(tmp_path, fake_slack):
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"SLACK_SIGNING_SECRET": None}, "SLACK_SIGNING_SECRET is not set"),
+        ({"SLACK_SIGNING_SECRET": None}, "neither SLACK_APP_TOKEN (Socket Mode"),
         ({"SLACK_BOT_TOKEN": "xoxb-wrong"}, "Slack rejected the bot token (invalid_auth)"),
     ],
 )
