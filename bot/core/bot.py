@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+DECLARATIONS_CHECK_S = 2.0
+
 
 class KnowledgeBot:
     def __init__(
@@ -50,6 +53,7 @@ class KnowledgeBot:
         self._engine: AnswerEngine | None = None
         self._engine_lock = threading.Lock()
         self._signature: tuple | None = None
+        self._signature_checked = -DECLARATIONS_CHECK_S
         self._kb_locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
         self._locks_guard = threading.Lock()
 
@@ -96,11 +100,15 @@ class KnowledgeBot:
         return problems
 
     def _snapshot(self) -> dict[str, KbEntry]:
-        """The KBs and the rules in force, once per call; declarations are re-read when a kb.toml changed."""
-        signature = self.service.declarations_signature()
-        if signature != self._signature:
-            self.refresh()
-            self._signature = signature
+        """The KBs and the rules in force, once per call; declarations are re-read when a kb.toml changed
+        (looked at every few seconds, not on every call: a listener thread may be waiting)."""
+        now = time.monotonic()
+        if now - self._signature_checked >= DECLARATIONS_CHECK_S:
+            self._signature_checked = now
+            signature = self.service.declarations_signature()
+            if signature != self._signature:
+                self.refresh()
+                self._signature = signature
         return self.service.catalog()
 
     def _member_of(self, origin: Origin, entries: dict[str, KbEntry]) -> frozenset[str]:
