@@ -44,7 +44,8 @@ def _print_report(report, as_json: bool) -> None:
 
 
 def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
-    report = _service(settings).ingest(args.kb, [Path(p) for p in args.paths], progress=not args.json)
+    with _service(settings) as service:  # closed: the embedded store is free for the next process
+        report = service.ingest(args.kb, [Path(p) for p in args.paths], progress=not args.json)
     _print_report(report, args.json)
     if not args.json:
         for doc in report.documents:
@@ -54,7 +55,8 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_kb_list(args: argparse.Namespace, settings: Settings) -> int:
-    summaries = _service(settings).summaries()
+    with _service(settings) as service:
+        summaries = service.summaries()
     if args.json:
         _print_json([s.to_json() for s in summaries])
         return EXIT_OK
@@ -66,13 +68,15 @@ def cmd_kb_list(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_kb_create(args: argparse.Namespace, settings: Settings) -> int:
-    _service(settings).create_kb(args.name, args.description)
+    with _service(settings) as service:
+        service.create_kb(args.name, args.description)
     print(f"created knowledge base {args.name!r}")
     return EXIT_OK
 
 
 def cmd_kb_sync(args: argparse.Namespace, settings: Settings) -> int:
-    reports = _service(settings).sync(progress=not args.json)
+    with _service(settings) as service:
+        reports = service.sync(progress=not args.json)
     if args.json:
         _print_json(
             {
@@ -87,13 +91,15 @@ def cmd_kb_sync(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_kb_delete_doc(args: argparse.Namespace, settings: Settings) -> int:
-    _service(settings).delete_document(args.kb, args.document)
+    with _service(settings) as service:
+        service.delete_document(args.kb, args.document)
     print(f"deleted {args.kb}/{args.document}")
     return EXIT_OK
 
 
 def cmd_kb_reindex(args: argparse.Namespace, settings: Settings) -> int:
-    count = _service(settings).reindex(args.name, progress=True)
+    with _service(settings) as service:
+        count = service.reindex(args.name, progress=True)
     print(f"re-embedded {count} chunks of {args.name!r}")
     return EXIT_OK
 
