@@ -21,6 +21,7 @@ from tools.embeddings import Embedder, EmbeddingError, embed_chunks
 from tools.parsing import SUPPORTED_SUFFIXES, ParsedDocument, Section, UnreadableDocument, parse_file
 from tools.registry import CollectionChanged, PendingVersion, Published, RegistryConflict
 from tools.store import (
+    CollectionMissing,
     KnowledgeBaseError,
     KnowledgeStore,
     StoredChunk,
@@ -376,9 +377,11 @@ class Ingestor:
             return
         try:
             vector_store = self.store.vector_store(kb, collection, create=False)
-        except Exception as exc:  # the collection is gone (a reindex or delete dropped it): so are the chunks
-            log.debug("collection %s for dropping chunks: %s", collection, exc)
+        except CollectionMissing:  # a reindex or a KB deletion dropped the collection, and the chunks with it
             vector_store = None
+        except Exception as exc:  # unreachable right now: left for the next recovery (invisible meanwhile)
+            log.warning("could not delete chunks of %d versions yet: %s", len(versions), exc)
+            return
         for document, version in versions:
             if vector_store is not None:
                 try:

@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -38,6 +39,7 @@ K1, B = 0.9, 0.4
 FORMAT = f"kbbot-bm25/2+{TOKENIZER_VERSION}+k1={K1},b={B}"
 DOCUMENT_WEIGHT = 1.0
 _EMPTY = "\u2400"  # bm25s needs a token per document
+_LOAD_LOCK = threading.Lock()
 
 
 def document_key(chunk_id: str) -> str:
@@ -170,7 +172,17 @@ class KeywordIndex:
 
     @classmethod
     def load(cls, directory: Path) -> KeywordIndex | None:
-        """The saved index, or None when there is none or it was built by another format/tokenizer."""
+        """The saved index, or None when there is none or it was built by another format/tokenizer.
+
+        Loads are serialised per process: numpy parses .npy headers with ast.literal_eval, which on
+        CPython 3.11 can fail with "SystemError: AST constructor recursion depth mismatch" when two
+        threads do it at once (seen in tests/reliability/test_races.py). A load per KB generation is rare.
+        """
+        with _LOAD_LOCK:
+            return cls._load(directory)
+
+    @classmethod
+    def _load(cls, directory: Path) -> KeywordIndex | None:
         ids_file = directory / "chunk_ids.json"
         format_file = directory / "format.json"
         if not ids_file.is_file() or not format_file.is_file():

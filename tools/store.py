@@ -45,6 +45,10 @@ class EmbeddingModelMismatch(KnowledgeBaseError):
     pass
 
 
+class CollectionMissing(KnowledgeBaseError):
+    """The Chroma collection a KB's registry row names is gone (a reindex or a KB deletion dropped it)."""
+
+
 @dataclass(frozen=True)
 class StoredChunk:
     chunk_id: str
@@ -162,27 +166,6 @@ class DataDirLock:
                 self._held.pop(self.data_dir, None)
                 with contextlib.suppress(OSError):
                     self.handle.close()  # closing the file drops the flock
-
-    @classmethod
-    def holder(cls, data_dir: Path) -> dict | None:
-        """Who holds the data dir's store right now ({pid, command}), or None when nobody does."""
-        import fcntl
-
-        path = data_dir / cls.FILE
-        with cls._guard:
-            held = cls._held.get(data_dir.resolve())
-            if held is not None and held.pid == os.getpid():
-                return {"pid": os.getpid(), "command": _command_line()}
-        if not path.is_file():
-            return None
-        with path.open("a+", encoding="utf-8") as handle:
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.seek(0)
-                return _holder_info(handle.read())
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-        return None
 
 
 def _command_line() -> str:
@@ -427,7 +410,7 @@ class KnowledgeStore:
                     except Exception as exc:
                         if self.settings.chroma_host and _unreachable(exc):
                             raise
-                        raise KnowledgeBaseError(f"the Chroma collection {name} does not exist (any more)") from exc
+                        raise CollectionMissing(f"the Chroma collection {name} does not exist (any more)") from exc
             self._collections[name] = handle
         return handle
 
