@@ -343,6 +343,7 @@ class Ingestor:
             raise _Refused("the knowledge base was re-indexed again and again while this was being ingested; "
                            "ingest it again")
 
+        # Published: from here on nothing may raise (the caller would abandon live versions).
         results, replaced, refused = [], [], []
         for prepared, outcome in zip(group, outcomes, strict=True):
             name = prepared.source.name
@@ -353,9 +354,12 @@ class Ingestor:
             else:
                 results.append(DocumentResult(name, "failed", error=f"{name}: {outcome.conflict}"))
                 refused.append((outcome.pending.document, outcome.pending.version))
-        self._drop_versions(kb, collection, replaced)
-        for stale in dict.fromkeys(written):
-            self._drop_versions(kb, stale, refused)
+        try:
+            self._drop_versions(kb, collection, replaced)
+            for stale in dict.fromkeys(written):
+                self._drop_versions(kb, stale, refused)
+        except Exception as exc:  # invisible leftovers: the next recovery deletes them
+            log.warning("cleanup after publishing to %s: %s", kb, exc)
         return results
 
     def _abandon(self, pendings: list[PendingVersion], reason: str) -> None:

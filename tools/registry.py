@@ -557,10 +557,12 @@ class Registry:
 
     @staticmethod
     def _abandon(db: sqlite3.Connection, kb: str, document: str, version: int, reason: str) -> None:
-        db.execute(
-            "UPDATE versions SET state = 'failed' WHERE kb = ? AND document = ? AND version = ?",
+        cursor = db.execute(
+            "UPDATE versions SET state = 'failed' WHERE kb = ? AND document = ? AND version = ? AND state = 'processing'",
             (kb, document, version),
         )
+        if cursor.rowcount == 0:
+            return  # settled already (published, or failed at its flip): a live version is never abandoned
         row = db.execute("SELECT live_version FROM documents WHERE kb = ? AND name = ?", (kb, document)).fetchone()
         if row is not None and row["live_version"] is not None:
             db.execute(
