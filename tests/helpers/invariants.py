@@ -48,9 +48,7 @@ def violations(service, running: bool = False) -> list[str]:  # noqa: ANN001 - a
             if served != set(ids):
                 problems.append(f"{where}: ready but {len(set(ids) - served)}/{len(ids)} live chunks not served")
         if not running:
-            processing = [
-                (d, v) for d, v, s in _versions(store, kb) if s == "processing"
-            ]
+            processing = [(d, v) for d, v, state in _versions(store, kb) if state == "processing"]
             if processing:
                 problems.append(f"{kb}: versions still processing: {processing}")
         indexed = set(store.keyword_index(kb).chunk_ids)
@@ -63,9 +61,8 @@ def violations(service, running: bool = False) -> list[str]:  # noqa: ANN001 - a
 
 def lost(service) -> int:  # noqa: ANN001
     """Ready documents that are not fully retrievable."""
-    return sum(
-        1 for p in violations(service, running=True) if ": ready " in p and ("missing" in p or "not served" in p)
-    ) + sum(1 for p in violations(service, running=True) if "ready without chunks" in p)
+    problems = violations(service, running=True)
+    return len({p.split(":", 1)[0] for p in problems if "ready without chunks" in p or ": ready but" in p})
 
 
 def assert_consistent(service, running: bool = False) -> None:  # noqa: ANN001
