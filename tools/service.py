@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import uuid
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -171,10 +172,9 @@ class KnowledgeService:
             raise KnowledgeBaseError(f"knowledge base {kb!r} is changing right now; run `kbbot kb reindex {kb}` again")
         chunks = store._live_chunks(kb, live)
         vectors, unit_vectors = embed_chunks(self.embedder, chunks, show_progress=progress)
-        new_name = f"kbbot_{kb}_g{generation + 1}"
-        with contextlib.suppress(Exception):  # a leftover from an interrupted reindex
-            store.client.delete_collection(new_name)
-        store.forget_collection(new_name)
+        # A name of its own: two reindexes of one KB at once (threads, processes on a Chroma server) never
+        # write into, or clean up, each other's collection; the switch lets one of them win.
+        new_name = f"kbbot_{kb}_g{generation + 1}_{uuid.uuid4().hex[:8]}"
         with store.chroma_errors():
             collection = store._collection(new_name, self.embedder.model_name, self.embedder.dimension)
             nodes = [chunk_to_node(c, v.tolist()) for c, v in zip(chunks, vectors, strict=True)]

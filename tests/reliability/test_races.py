@@ -197,6 +197,28 @@ def test_an_upload_publishing_while_reindex_switches_collections_is_not_lost(set
         figures.add("lost", lost(reindexer))
 
 
+def test_two_reindexes_of_one_kb_at_once_leave_it_whole(settings: Settings) -> None:
+    """Both build a new collection from the same generation; one switches, the other is refused clearly
+    and must clean up only its own collection, never the winner's."""
+    from tools.store import KnowledgeBaseError
+
+    with KnowledgeService(settings) as first, KnowledgeService(settings) as second:
+        first.create_kb(KB, "reindex vs reindex")
+        assert first.ingest_bytes(KB, "a.md", _doc(1)).ok
+        reached, resume = threading.Event(), threading.Event()
+        _pause(first.store.registry, "switch_collection", reached, resume)
+        slow = Worker(lambda: first.reindex(KB))
+        slow.start()
+        assert reached.wait(120), "the first reindex never reached its switch"
+        assert second.reindex(KB) == 1
+        resume.set()
+        slow.join(120)
+        assert isinstance(slow.error, KnowledgeBaseError) and "changed while it was being re-indexed" in str(slow.error)
+        assert [c.document for c in second.store.live_chunks(KB)] == ["a.md"]
+        assert_consistent(second)
+        figures.add("lost", lost(second))
+
+
 def test_a_document_deleted_while_its_new_version_is_ingested(settings: Settings) -> None:
     """delete-doc lands between the upload's chunk write and its flip: the delete wins, the upload says so,
     and nothing of either version stays behind."""
