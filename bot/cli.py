@@ -54,7 +54,8 @@ def _print_report(report, as_json: bool) -> None:
 
 
 def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
-    report = _bot(settings).ingest_paths(_cli(), args.kb, [Path(p) for p in args.paths], progress=not args.json)
+    with _bot(settings) as bot:  # closed at once: the embedded store is free for the next process
+        report = bot.ingest_paths(_cli(), args.kb, [Path(p) for p in args.paths], progress=not args.json)
     _print_report(report, args.json)
     if not args.json:
         for doc in report.documents:
@@ -64,7 +65,8 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_kb_list(args: argparse.Namespace, settings: Settings) -> int:
-    summaries = _bot(settings).summaries(_cli())
+    with _bot(settings) as bot:
+        summaries = bot.summaries(_cli())
     if args.json:
         _print_json([s.to_json() for s in summaries])
         return EXIT_OK
@@ -79,16 +81,18 @@ def cmd_kb_list(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_kb_create(args: argparse.Namespace, settings: Settings) -> int:
-    _bot(settings).create_kb(
-        _cli(), args.name, args.description, restricted=args.restricted, allowed_channels=args.allowed_channel,
-        channels=args.channel, uploaders=args.uploader,
-    )
-    print(f"created knowledge base {args.name!r} ({'restricted' if args.restricted else 'public'})")
+    with _bot(settings) as bot:
+        bot.create_kb(
+            _cli(), args.name, args.description, restricted=args.restricted, allowed_channels=args.allowed_channel,
+            channels=args.channel, uploaders=args.uploader,
+        )
+        print(f"created knowledge base {args.name!r} ({'restricted' if args.restricted else 'public'})")
     return EXIT_OK
 
 
 def cmd_kb_sync(args: argparse.Namespace, settings: Settings) -> int:
-    reports = _bot(settings).sync(_cli(), progress=not args.json, keep_missing=args.keep_missing)
+    with _bot(settings) as bot:
+        reports = bot.sync(_cli(), progress=not args.json, keep_missing=args.keep_missing)
     if args.json:
         _print_json(
             {
@@ -103,13 +107,15 @@ def cmd_kb_sync(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_kb_delete_doc(args: argparse.Namespace, settings: Settings) -> int:
-    _bot(settings).delete_document(_cli(), args.kb, args.document)
+    with _bot(settings) as bot:
+        bot.delete_document(_cli(), args.kb, args.document)
     print(f"deleted {args.kb}/{args.document}")
     return EXIT_OK
 
 
 def cmd_kb_reindex(args: argparse.Namespace, settings: Settings) -> int:
-    count = _bot(settings).reindex(_cli(), args.name, progress=True)
+    with _bot(settings) as bot:
+        count = bot.reindex(_cli(), args.name, progress=True)
     print(f"re-embedded {count} chunks of {args.name!r}")
     return EXIT_OK
 

@@ -2,67 +2,28 @@
 
 from __future__ import annotations
 
-import shutil
-import socket
+import json
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.chroma_server import ChromaServer, free_port
 from helpers.cli import child_env
 
 from tools.service import KnowledgeService
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _chroma_cli() -> str:
-    script = Path(sys.executable).with_name("chroma")
-    found = str(script) if script.is_file() else shutil.which("chroma")
-    if not found:
-        pytest.skip("the `chroma` CLI (chromadb) is not installed")
-    return found
-
-
 @pytest.fixture
 def chroma_server(tmp_path: Path, make_settings) -> Iterator[tuple[str, int]]:
     """`chroma run` on a free port, ready (heartbeat answers) before the test starts; always stopped."""
-    port = _free_port()
-    log = (tmp_path / "chroma.log").open("w")
-    process = subprocess.Popen(
-        [_chroma_cli(), "run", "--path", str(tmp_path / "chroma-server"), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=log, stderr=subprocess.STDOUT, env=child_env(make_settings()),
-    )
+    server = ChromaServer(tmp_path / "chroma-server", tmp_path / "chroma.log", child_env(make_settings()))
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"chroma run exited with {process.returncode}: {(tmp_path / 'chroma.log').read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("chroma run did not answer its heartbeat within 60 s")
-            time.sleep(0.1)
-        yield "127.0.0.1", port
+        server.start()
+        yield server.host, server.port
     finally:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(15)
-        log.close()
+        server.stop()
 
 
 def test_ingest_and_search_through_a_chroma_server(chroma_server, make_settings, tmp_path: Path) -> None:
@@ -103,9 +64,19 @@ def test_ingest_and_search_through_a_chroma_server(chroma_server, make_settings,
     assert '"name": "ops"' in done.stdout and '"chunks": 1' in done.stdout
 
 
-def test_an_unreachable_chroma_server_is_a_one_line_error(make_settings, run_cli) -> None:
-    settings = make_settings(CHROMA_HOST="127.0.0.1", CHROMA_PORT=_free_port())  # nothing listens there
+def test_an_unreachable_chroma_server_is_a_one_line_error(make_settings, run_cli, tmp_path: Path) -> None:
+    port = free_port()
+    settings = make_settings(CHROMA_HOST="127.0.0.1", CHROMA_PORT=port)  # nothing listens there
+    doc = tmp_path / "a.md"
+    doc.write_text("# A\n\nSome text.\n", encoding="utf-8")
+    for args in (("kb", "create", "ops", "--description", "Operations"), ("ingest", "--kb", "people", str(doc))):
+        result = run_cli(settings, *args)
+        assert result.code == 1, args
+        lines = result.err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: the Chroma server at 127.0.0.1:{port} is unreachable"), (
+            result.err
+        )
+    # Listing reads only the registry: it works without the server (and created nothing above).
     result = run_cli(settings, "kb", "list", "--json")
-    assert result.code == 1
-    lines = result.err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: cannot open the Chroma server at 127.0.0.1:"), result.err
+    assert result.code == 0, result.err
+    assert all(kb["documents"] == 0 and kb["embedding_model"] is None for kb in json.loads(result.out))

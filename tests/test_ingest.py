@@ -1,8 +1,8 @@
 """Ingestion end to end: real files → real parsers → real MiniLM → real Chroma (in temp dirs).
 
 Covers: chunk metadata, re-ingest skip with zero embeddings, version replace, delete, a failed update
-keeping the old version, bad input changing nothing (in-process and through `ingest_bytes`), and a
-`kill -9` in the middle of an ingest (subprocess) followed by recovery in a new process.
+keeping the old version, bad input changing nothing (in-process and through `ingest_bytes`), and how
+recovery tells a dead ingest from a live one (`kill -9` at named points: tests/reliability/test_faults.py).
 """
 
 from __future__ import annotations
@@ -10,19 +10,17 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
 import textwrap
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers.cli import child_env, kb_list_json, run_kbbot, spawn_kbbot
+from helpers.cli import child_env, run_kbbot
 from helpers.documents import (
     encrypt_pdf,
     write_corrupt_pdf,
@@ -31,7 +29,6 @@ from helpers.documents import (
     write_not_a_zip_docx,
     write_pdf,
 )
-from helpers.settings import build_settings
 
 from bot.config import Settings
 from tools.service import KnowledgeService
@@ -417,199 +414,10 @@ def test_unknown_kb_is_a_clear_error(settings: Settings, tmp_path: Path, run_cli
     assert result.err.strip() == "error: no knowledge base named 'nope' (known: engineering, finance, people, product)"
 
 
-# --- kill -9 in the middle of an ingest -----------------------------------------------------------
+# --- interrupted ingests ---------------------------------------------------------------------------
 #
-# Three scenarios, each in its own data dir, run side by side (a kbbot process costs seconds to start
-# and load the model, so they start together and are killed one by one as each reaches its moment):
-#
-# - first-version:  `kbbot ingest` of a big file, killed while embedding; no earlier version exists
-# - replacing-v1:   the same, but the document has a live v1
-# - chunks-written: v1 live; the new version's chunks are ALL in Chroma, the process dies right
-#                   before the registry flip (a pause injected just there, then SIGKILL)
-#
-# Then a new process that merely runs `kbbot kb list --json` must leave: no `processing` version,
-# the document `failed` (first version) or still v1, no chunk of the killed version in Chroma, and
-# nothing of it retrievable.
-
-_STALL_BEFORE_PUBLISH = textwrap.dedent(
-    """
-    import pathlib, sys, time
-    from tools import registry
-
-    def stall(self, *args, **kwargs):  # the worst moment: every chunk written, the flip not yet done
-        pathlib.Path(sys.argv[1]).write_text("stalled")
-        time.sleep(600)
-
-    registry.Registry.publish_versions = stall
-    from bot.cli import main
-    sys.exit(main(sys.argv[2:]))
-    """
-)
-
-
-@dataclass
-class CrashRun:
-    name: str
-    settings: Settings
-    killed_version: int
-    old_chunks: int  # chunks of the live v1 (0: no earlier version)
-    process: subprocess.Popen | None = None
-    marker: Path | None = None
-    killed_at: str = ""
-
-
-def _big_markdown(path: Path, marker: str, sections: int = 20) -> Path:
-    """~150 chunks: embedding takes several seconds; every line is distinct."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    parts = [f"# Operations manual {marker}\n"]
-    for s in range(sections):
-        parts.append(f"\n## Procedure {s}\n\n")
-        for p in range(4):
-            parts.append(
-                " ".join(
-                    f"Step {s}.{p}.{i}: the {marker} crew checks valve {s * 97 + i} and logs pressure {p * 13 + i} kPa."
-                    for i in range(12)
-                )
-                + "\n\n"
-            )
-    path.write_text("".join(parts), encoding="utf-8")
-    return path
-
-
-def _registry_rows(settings: Settings, sql: str, *args: object) -> list[tuple]:
-    """Read the registry the way a bystander would: no kbbot code, so nothing recovers by accident."""
-    db = sqlite3.connect(f"file:{settings.data_dir / 'registry.sqlite3'}?mode=ro", uri=True, timeout=30)
-    try:
-        return db.execute(sql, args).fetchall()
-    finally:
-        db.close()
-
-
-def _chroma_ids(settings: Settings, prefix: str) -> list[str]:
-    """Chunk ids physically in local Chroma's metadata store, read with sqlite (no Chroma client)."""
-    db = sqlite3.connect(f"file:{settings.data_dir / 'chroma' / 'chroma.sqlite3'}?mode=ro", uri=True, timeout=30)
-    try:
-        rows = db.execute("SELECT embedding_id FROM embeddings WHERE embedding_id LIKE ?", (prefix + "%",)).fetchall()
-    finally:
-        db.close()
-    return [r[0] for r in rows]
-
-
-def _processing(settings: Settings, document: str) -> bool:
-    try:
-        return bool(_registry_rows(settings, "SELECT 1 FROM versions WHERE document = ? AND state = 'processing'", document))
-    except sqlite3.OperationalError:  # locked for a moment, or not created yet
-        return False
-
-
-def _small_manual(path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("# Operations manual\n\nThe REVISED procedure: page the duty manager.\n", encoding="utf-8")
-    return path
-
-
-def _prepare(run: CrashRun, root: Path) -> Path:
-    """Create the KB (and v1 when the scenario has one) in-process; return the big new file."""
-    with KnowledgeService(run.settings.tools) as svc:
-        svc.create_kb(KB, "crash test")
-        if run.old_chunks:
-            old = root / "v1" / "manual.md"
-            old.parent.mkdir(parents=True)
-            old.write_text("# Operations manual\n\nThe ORIGINAL procedure: call the duty manager on extension 4410.\n",
-                           encoding="utf-8")
-            report = svc.ingest(KB, [old])
-            assert report.documents[0].status == "ready"
-            run.old_chunks = report.documents[0].chunks
-    return _big_markdown(root / "v2" / "manual.md", "NEWTEXT", sections=2 if run.marker else 20)
-
-
-@pytest.fixture(scope="module")
-def crash_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CrashRun]:
-    runs: dict[str, CrashRun] = {}
-    for name, has_v1, stall in (("first-version", False, False), ("replacing-v1", True, False),
-                                ("chunks-written", True, True)):
-        root = tmp_path_factory.mktemp(f"crash-{name}")
-        run = CrashRun(name, build_settings(root / "data", KBBOT_KNOWLEDGE_BASES_DIR=root / "no-kbs"),
-                       killed_version=2 if has_v1 else 1, old_chunks=1 if has_v1 else 0,
-                       marker=root / "stalled" if stall else None)
-        big = _prepare(run, root)
-        args = ["ingest", "--kb", KB, str(big), "--json"]
-        if stall:
-            run.process = subprocess.Popen(
-                [sys.executable, "-c", _STALL_BEFORE_PUBLISH, str(run.marker), *args], env=child_env(run.settings),
-                cwd=str(root), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            )
-        else:
-            run.process = spawn_kbbot(run.settings, *args, cwd=root)
-        runs[name] = run
-
-    try:
-        deadline = time.monotonic() + 300
-        while any(not r.killed_at for r in runs.values()):
-            assert time.monotonic() < deadline, "timed out waiting for the ingests to reach their kill points"
-            for run in runs.values():
-                if run.killed_at:
-                    continue
-                if run.process.poll() is not None:
-                    _, err = run.process.communicate()
-                    pytest.fail(f"{run.name}: the ingest ended before its kill point (exit {run.process.returncode}): "
-                                f"{err[-2000:]}")
-                if run.marker is not None and run.marker.exists():
-                    ids = _chroma_ids(run.settings, f"{KB}/manual.md@v{run.killed_version}#")
-                    assert ids, "the stalled ingest should have written its chunks"
-                    run.killed_at = f"after writing {len(ids)} chunks"
-                elif run.marker is None and _processing(run.settings, "manual.md"):
-                    time.sleep(0.2)  # inside the embedding of ~150 chunks
-                    run.killed_at = "while embedding"
-                if run.killed_at:
-                    run.process.send_signal(signal.SIGKILL)
-                    run.process.wait(30)
-            time.sleep(0.05)
-    finally:
-        for run in runs.values():
-            if run.process.poll() is None:
-                run.process.kill()
-                run.process.wait(30)
-            run.process.communicate()
-    return runs
-
-
-@pytest.mark.parametrize("scenario", ["first-version", "replacing-v1", "chunks-written"])
-def test_kill_9_mid_ingest_then_a_new_process_recovers(scenario: str, crash_runs: dict[str, CrashRun]) -> None:
-    run = crash_runs[scenario]
-    settings = run.settings
-    assert run.process.returncode == -signal.SIGKILL, run.killed_at
-
-    # Before anyone opens the store, the dead version is still marked `processing`...
-    assert _registry_rows(settings, "SELECT state FROM versions WHERE version = ?", run.killed_version) == [
-        ("processing",)
-    ]
-    # ...and a new process that merely lists the KBs cleans up.
-    listed = {s["name"]: s for s in kb_list_json(settings)}[KB]
-    assert _registry_rows(settings, "SELECT count(*) FROM versions WHERE state = 'processing'") == [(0,)]
-    state, live, error = _registry_rows(
-        settings, "SELECT state, live_version, error FROM documents WHERE name = 'manual.md'"
-    )[0]
-    if run.old_chunks:
-        assert (state, live) == ("ready", 1) and "interrupted" in error
-        assert (listed["documents"], listed["ready_documents"], listed["chunks"]) == (1, 1, run.old_chunks)
-    else:
-        assert (state, live) == ("failed", None) and "interrupted" in error
-        assert (listed["documents"], listed["ready_documents"], listed["chunks"]) == (1, 0, 0)
-    assert _chroma_ids(settings, f"{KB}/manual.md@v{run.killed_version}#") == [], "leftovers of the killed version"
-
-    with KnowledgeService(settings.tools) as svc:
-        hits = search_texts(svc, KB, "which valve does the NEWTEXT crew check and what pressure is logged")
-        assert all(c.version != run.killed_version and "NEWTEXT" not in c.text for c in hits)
-        if run.old_chunks:
-            assert [c.version for c in svc.store.live_chunks(KB)] == [1] * run.old_chunks
-            assert any("extension 4410" in c.text for c in hits)
-        else:
-            assert svc.store.live_chunks(KB) == []
-        # The document can be ingested again afterwards.
-        again = svc.ingest(KB, [_small_manual(settings.data_dir.parent / "again" / "manual.md")])
-        assert again.documents[0].status == "ready"
-        assert [c.version for c in svc.store.live_chunks(KB)] == [run.killed_version + 1]
+# `kill -9` of a real ingest at named points (parsing, mid-embedding, before and inside the flip) is in
+# tests/reliability/test_faults.py; these cover how recovery tells a dead ingest from a live one.
 
 
 def test_recovery_is_not_fooled_by_a_reused_pid(settings: Settings, tmp_path: Path) -> None:
@@ -822,3 +630,34 @@ def test_reindex_refuses_to_switch_when_the_kb_changed_meanwhile(settings: Setti
         assert svc.store.registry.get_kb(KB).collection == collection_before
         assert {c.document for c in svc.store.live_chunks(KB)} == {"a.md", "b.md"}
         assert svc.reindex(KB) == 2  # a second run goes through
+
+
+def test_a_kb_of_another_model_is_named_cheaply_and_leaves_the_others_searchable(settings: Settings, tmp_path: Path) -> None:
+    """store.model_mismatch(kb, model, dimension) names the KB that cannot be searched (registry only, no
+    Chroma round-trip), search refuses only that KB, and every other KB answers as before."""
+    from tools.search import HybridSearcher
+    from tools.store import EmbeddingModelMismatch
+
+    docs = {"good": ("dock.md", "The loading dock opens at 06:00."), "stale": ("gate.md", "Gate B closes at 22:00.")}
+    with KnowledgeService(settings.tools) as svc:
+        for kb, (name, text) in docs.items():
+            svc.create_kb(kb, f"{kb} knowledge base")
+            (tmp_path / name).write_text(f"# {name}\n\n{text}\n", encoding="utf-8")
+            assert svc.ingest(kb, [tmp_path / name]).ok
+    # `stale` was built with another 384-d model: the shapes agree, so only the recorded identity tells.
+    db = sqlite3.connect(settings.data_dir / "registry.sqlite3")
+    with db:
+        db.execute("UPDATE kbs SET embedding_model = 'BAAI/bge-small-en-v1.5' WHERE name = 'stale'")
+    db.close()
+
+    with KnowledgeService(settings.tools) as svc:
+        model = svc.embedding_identity
+        assert svc.store.model_mismatch("good", *model) is None
+        reason = svc.store.model_mismatch("stale", *model)
+        assert reason is not None and "BAAI/bge-small-en-v1.5 (384-d)" in reason and "kbbot kb reindex stale" in reason
+        assert not svc.store.chroma_open, "the check must not need Chroma"
+        searcher = HybridSearcher(svc.store, svc.embedder)
+        with pytest.raises(EmbeddingModelMismatch, match="kbbot kb reindex stale"):
+            searcher.search("when does gate B close", "stale")
+        hits = searcher.search("when does the loading dock open", "good").evidence
+        assert hits and hits[0].chunk.document == "dock.md"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -28,13 +29,27 @@ from tools.parsing import (
     UnreadableDocument,
     unsupported_type,
 )
-from tools.registry import PendingVersion
-from tools.store import KnowledgeStore, StoredChunk, chunk_id_for, chunk_to_node, version_key
+from tools.registry import CollectionChanged, PendingVersion, Published, RegistryConflict
+from tools.store import (
+    CollectionMissing,
+    KnowledgeBaseError,
+    KnowledgeStore,
+    StoredChunk,
+    chunk_id_for,
+    chunk_to_node,
+    version_key,
+)
 
 log = logging.getLogger(__name__)
 
 # Documents are published in groups, so a long ingest makes progress durable as it goes.
 PUBLISH_GROUP_CHUNKS = 512
+# Times a group's chunks are written again when a reindex switched the KB's collection under them.
+WRITE_ATTEMPTS = 3
+
+
+class _Refused(Exception):
+    """The group cannot be published; the message says why (for people)."""
 
 
 # Where a document came from, recorded with it (registry `documents.origin`): `kbbot kb sync` removes only
@@ -340,46 +355,133 @@ class Ingestor:
             if bar is not None:
                 bar.close()
         if report.embedded_chunks or any(r.status == "ready" for r in report.documents):
-            self.store.rebuild_keyword_index(kb)
+            try:
+                self.store.rebuild_keyword_index(kb)
+            except Exception as exc:  # the documents are live; the index is rebuilt at the next question
+                log.warning("keyword index of %s not rebuilt after the ingest: %s", kb, exc)
         return report
 
     def _write_group(self, kb: str, group: list[_Prepared], bar) -> list[DocumentResult]:
-        pendings = self.store.registry.begin_versions(kb, [(p.source.name, p.source.content_hash) for p in group])
-        vector_store = self.store.vector_store(kb)
+        """Begin, embed, write and flip one group. Whatever fails, every document of the group ends
+        `ready` with its chunks in the KB's current collection, or `failed` with a reason: never
+        `processing` once this returns, never ready without chunks, and its lease is released."""
         try:
-            chunks, vectors, unit_vectors = self._embed_chunks(kb, group, pendings, bar)
-            vector_store.add([chunk_to_node(c, v.tolist()) for c, v in zip(chunks, vectors, strict=True)])
-            if unit_vectors is not None:
-                self.store.save_unit_vectors(kb, self.embedding_identity[0], chunks, unit_vectors)
-        except Exception as exc:
-            reason = f"could not embed or store: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
-            log.exception("ingest failed for %s", [p.source.name for p in group])
+            pendings = self.store.registry.begin_versions(kb, [(p.source.name, p.source.content_hash) for p in group])
+        except RegistryConflict as exc:  # the KB was deleted meanwhile: nothing was begun
+            return [DocumentResult(p.source.name, "failed", error=f"{p.source.name}: {exc}") for p in group]
+        written: list[str] = []  # collections this group's chunks went into
+        try:
+            return self._write_and_publish(kb, group, pendings, bar, written)
+        except BaseException as exc:
+            reason = _reason(exc)
+            if isinstance(exc, Exception):
+                log.exception("ingest failed for %s", [p.source.name for p in group])
             # The registry first: once a version is `failed` it is never retrievable, and its chunks are
             # deleted now or, if the store is unreachable, by the next recovery.
-            self.store.registry.abandon_versions(pendings, reason)
-            self._drop_versions(kb, vector_store, [(p.document, p.version) for p in pendings])
+            self._abandon(pendings, reason)
+            for collection in dict.fromkeys(written):
+                self._drop_versions(kb, collection, [(p.document, p.version) for p in pendings])
+            if not isinstance(exc, Exception):
+                raise  # KeyboardInterrupt and the like: cleaned up, then on their way
             return [DocumentResult(p.source.name, "failed", error=f"{p.source.name}: {reason}") for p in group]
 
-        # The flip: every document of the group goes live in one registry transaction.
-        olds = self.store.registry.publish_versions(
-            [
-                (pending, prepared.source.content_hash, len(prepared.drafts), prepared.source.source_url)
-                for prepared, pending in zip(group, pendings, strict=True)
-            ]
-        )
-        replaced = [(pending.document, old) for pending, old in zip(pendings, olds, strict=True) if old]
-        self._drop_versions(kb, vector_store, replaced)
-        return [DocumentResult(p.source.name, "ready", chunks=len(p.drafts)) for p in group]
-
-    def _drop_versions(self, kb: str, vector_store, versions: list[tuple[str, int]]) -> None:
-        """Delete the chunks of versions the registry no longer serves (retired or failed); best effort."""
-        for document, version in versions:
+    def _write_and_publish(
+        self, kb: str, group: list[_Prepared], pendings: list[PendingVersion], bar, written: list[str]
+    ) -> list[DocumentResult]:
+        chunks, vectors, unit_vectors = self._embed_chunks(kb, group, pendings, bar)
+        nodes = [chunk_to_node(c, v.tolist()) for c, v in zip(chunks, vectors, strict=True)]
+        items = [
+            (pending, prepared.source.content_hash, len(prepared.drafts), prepared.source.source_url)
+            for prepared, pending in zip(group, pendings, strict=True)
+        ]
+        if unit_vectors is not None:
+            self.store.save_unit_vectors(kb, self.embedding_identity[0], chunks, unit_vectors)
+        # The flip is a compare-and-set against the collection the chunks went into: a reindex that
+        # switched collections meanwhile makes it fail, and the chunks are written again to the new one.
+        for _attempt in range(WRITE_ATTEMPTS):
+            record = self.store.require_kb(kb)
+            mismatch = self.store.model_mismatch(kb, *self.embedding_identity)
+            if mismatch:
+                raise _Refused(f"the knowledge base changed while this was being ingested: {mismatch}")
+            collection = record.collection
+            written.append(collection)
             try:
-                vector_store.delete(version_key(kb, document, version))
-            except Exception as exc:  # left for the next recovery: they are invisible meanwhile
-                log.warning("could not delete chunks of %s v%s yet: %s", document, version, exc)
+                with self.store.chroma_errors():
+                    self.store.vector_store(kb, collection, create=False).add(nodes)
+            except Exception:
+                if self.store.require_kb(kb).collection != collection:  # switched under us: write again
+                    self.store.forget_collection(collection)
+                    continue
+                raise
+            try:
+                outcomes = self.store.registry.publish_versions(items, collection=collection)
+            except CollectionChanged:
+                self._drop_versions(kb, collection, [(p.document, p.version) for p in pendings], forget=False)
                 continue
-            self.store.registry.forget_versions(kb, [(document, version)])
+            except Exception:
+                if self.store.registry.version_states(pendings) != ["ready"] * len(pendings):
+                    raise
+                # The flip committed although the call raised: live; what it replaced is cleaned by recovery.
+                self.store.registry.lease.release(len(pendings))
+                outcomes = [Published(p) for p in pendings]
+            break
+        else:
+            raise _Refused("the knowledge base was re-indexed again and again while this was being ingested; "
+                           "ingest it again")
+
+        # Published: from here on nothing may raise (the caller would abandon live versions).
+        results, replaced, refused = [], [], []
+        for prepared, outcome in zip(group, outcomes, strict=True):
+            name = prepared.source.name
+            if outcome.live:
+                results.append(DocumentResult(name, "ready", chunks=len(prepared.drafts)))
+                if outcome.replaced:
+                    replaced.append((outcome.pending.document, outcome.replaced))
+            else:
+                results.append(DocumentResult(name, "failed", error=f"{name}: {outcome.conflict}"))
+                refused.append((outcome.pending.document, outcome.pending.version))
+        try:
+            self._drop_versions(kb, collection, replaced)
+            for stale in dict.fromkeys(written):
+                self._drop_versions(kb, stale, refused)
+        except Exception as exc:  # invisible leftovers: the next recovery deletes them
+            log.warning("cleanup after publishing to %s: %s", kb, exc)
+        return results
+
+    def _abandon(self, pendings: list[PendingVersion], reason: str) -> None:
+        """Mark the versions failed; if even that fails, give up their lease so recovery takes them."""
+        for attempt in range(3):
+            try:
+                self.store.registry.abandon_versions(pendings, reason)
+                return
+            except Exception as exc:
+                log.warning("could not mark %d versions failed (attempt %d): %s", len(pendings), attempt + 1, exc)
+                time.sleep(0.2 * (attempt + 1))
+        self.store.registry.lease.release(len(pendings))
+
+    def _drop_versions(self, kb: str, collection: str, versions: list[tuple[str, int]], forget: bool = True) -> None:
+        """Delete the chunks of versions the registry no longer serves (retired or failed); best effort.
+
+        `forget=False` keeps the registry rows (the version is still in flight, written elsewhere)."""
+        if not versions:
+            return
+        try:
+            vector_store = self.store.vector_store(kb, collection, create=False)
+        except CollectionMissing:  # a reindex or a KB deletion dropped the collection, and the chunks with it
+            vector_store = None
+        except Exception as exc:  # unreachable right now: left for the next recovery (invisible meanwhile)
+            log.warning("could not delete chunks of %d versions yet: %s", len(versions), exc)
+            return
+        for document, version in versions:
+            if vector_store is not None:
+                try:
+                    with self.store.chroma_errors():
+                        vector_store.delete(version_key(kb, document, version))
+                except Exception as exc:  # left for the next recovery: they are invisible meanwhile
+                    log.warning("could not delete chunks of %s v%s yet: %s", document, version, exc)
+                    continue
+            if forget:
+                self.store.registry.forget_versions(kb, [(document, version)])
 
     def _embed_chunks(self, kb: str, group: list[_Prepared], pendings: list[PendingVersion], bar):
         """The group's chunks, their vectors and, where the embedder can pool them from the same
@@ -435,6 +537,14 @@ def _not_a_document(file: Path) -> str | None:
     if file.suffix.lower() not in SUPPORTED_SUFFIXES:
         return unsupported_type(file.suffix.lower())
     return None
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, _Refused | RegistryConflict):
+        return str(exc)
+    if isinstance(exc, KnowledgeBaseError):
+        return " ".join(str(exc).split())[:300]
+    return f"could not embed or store: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
 
 
 def _mib(size: int) -> str:

@@ -14,9 +14,14 @@ in passing; within one document the chunk's own score still decides. Tuned on Sc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import shutil
+import threading
+import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +39,7 @@ K1, B = 0.9, 0.4
 FORMAT = f"kbbot-bm25/2+{TOKENIZER_VERSION}+k1={K1},b={B}"
 DOCUMENT_WEIGHT = 1.0
 _EMPTY = "\u2400"  # bm25s needs a token per document
+_LOAD_LOCK = threading.Lock()
 
 
 def document_key(chunk_id: str) -> str:
@@ -126,22 +132,57 @@ class KeywordIndex:
         return [(self.chunk_ids[i], float(scores[i])) for i in top if scores[i] > 0]
 
     def save(self, directory: Path) -> None:
-        tmp = directory.with_name(directory.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        (tmp / "chunk_ids.json").write_text(json.dumps(self.chunk_ids), encoding="utf-8")
-        if self.bm25 is not None:
-            self.bm25.save(str(tmp / "bm25"))
-        if self.documents is not None and self.chunk_documents is not None:
-            self.documents.save(str(tmp / "documents"))
-            np.save(tmp / "chunk_documents.npy", self.chunk_documents)
-        (tmp / "format.json").write_text(json.dumps({"format": FORMAT}), encoding="utf-8")
-        shutil.rmtree(directory, ignore_errors=True)
-        tmp.rename(directory)
+        """Write the index to `directory` atomically: built under a unique temporary name, then renamed.
+
+        Safe against concurrent savers of the same directory (threads or processes): the first complete
+        index to land stays, the others are discarded (an index of one generation is the same whoever
+        builds it); a reader sees the complete directory or none, never part of one. An existing index
+        of another format is swapped out.
+        """
+        parent = directory.parent
+        parent.mkdir(parents=True, exist_ok=True)
+        _sweep_temporaries(parent)
+        tmp = parent / f".{directory.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+        try:
+            tmp.mkdir()
+            (tmp / "chunk_ids.json").write_text(json.dumps(self.chunk_ids), encoding="utf-8")
+            if self.bm25 is not None:
+                self.bm25.save(str(tmp / "bm25"))
+            if self.documents is not None and self.chunk_documents is not None:
+                self.documents.save(str(tmp / "documents"))
+                np.save(tmp / "chunk_documents.npy", self.chunk_documents)
+            # format.json last: a directory without it is never loaded
+            (tmp / "format.json").write_text(json.dumps({"format": FORMAT}), encoding="utf-8")
+            for _ in range(5):
+                try:
+                    os.rename(tmp, directory)  # atomic; refused when the directory exists (not empty)
+                    return
+                except OSError:
+                    if not directory.exists():
+                        continue  # swapped out meanwhile: try again
+                    if _current_format(directory):
+                        return  # another saver's index of this generation landed first: keep it
+                    old = parent / f".{directory.name}.{uuid.uuid4().hex[:8]}.old"
+                    with contextlib.suppress(OSError):
+                        os.rename(directory, old)
+                    shutil.rmtree(old, ignore_errors=True)
+            raise OSError(f"could not save the keyword index to {directory}")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
     @classmethod
     def load(cls, directory: Path) -> KeywordIndex | None:
-        """The saved index, or None when there is none or it was built by another format/tokenizer."""
+        """The saved index, or None when there is none or it was built by another format/tokenizer.
+
+        Loads are serialised per process: numpy parses .npy headers with ast.literal_eval, which on
+        CPython 3.11 can fail with "SystemError: AST constructor recursion depth mismatch" when two
+        threads do it at once (seen in tests/reliability/test_races.py). A load per KB generation is rare.
+        """
+        with _LOAD_LOCK:
+            return cls._load(directory)
+
+    @classmethod
+    def _load(cls, directory: Path) -> KeywordIndex | None:
         ids_file = directory / "chunk_ids.json"
         format_file = directory / "format.json"
         if not ids_file.is_file() or not format_file.is_file():
@@ -155,3 +196,20 @@ class KeywordIndex:
             documents = bm25s.BM25.load(str(directory / "documents"))
             owner = np.load(directory / "chunk_documents.npy")
         return cls(chunk_ids, bm25, owner, documents)
+
+
+def _current_format(directory: Path) -> bool:
+    try:
+        return json.loads((directory / "format.json").read_text(encoding="utf-8")).get("format") == FORMAT
+    except (OSError, ValueError):
+        return False
+
+
+def _sweep_temporaries(parent: Path, older_than_s: float = 3600) -> None:
+    """Remove temporary directories left by savers that died (kill -9) more than an hour ago."""
+    now = time.time()
+    for leftover in parent.glob(".*"):
+        if leftover.name.endswith((".tmp", ".old")):
+            with contextlib.suppress(OSError):
+                if now - leftover.stat().st_mtime > older_than_s:
+                    shutil.rmtree(leftover, ignore_errors=True)

@@ -142,6 +142,32 @@ class PendingVersion:
     had_live_version: bool
 
 
+class RegistryConflict(Exception):
+    """A compare-and-set was refused: the KB changed under the caller. Nothing was written; the
+    message is for people."""
+
+
+class CollectionChanged(RegistryConflict):
+    """The KB was switched to another collection (a reindex) after the caller wrote its chunks."""
+
+    def __init__(self, kb: str, expected: str, current: str):
+        super().__init__(f"knowledge base {kb!r} was re-indexed while this was being ingested")
+        self.kb, self.expected, self.current = kb, expected, current
+
+
+@dataclass(frozen=True)
+class Published:
+    """One version's outcome at the flip: live (replacing `replaced`), or refused with a reason."""
+
+    pending: PendingVersion
+    replaced: int | None = None
+    conflict: str | None = None
+
+    @property
+    def live(self) -> bool:
+        return self.conflict is None
+
+
 def _pid_alive(pid: int | None) -> bool:
     if not pid:
         return False
@@ -289,10 +315,12 @@ class Registry:
             db.execute("BEGIN IMMEDIATE")
             try:
                 yield db
+                db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                # Also when COMMIT itself failed: the connection is never left inside a transaction.
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
                 raise
-            db.execute("COMMIT")
 
     # --- knowledge bases ---------------------------------------------------------------------
 
@@ -402,6 +430,22 @@ class Registry:
             ).fetchall()
         return {r["name"]: r["live_version"] for r in rows}, sum(int(r["live_chunks"]) for r in rows)
 
+    def live_snapshot(self, kb: str) -> tuple[int, dict[str, int], int]:
+        """(generation, {document: live version}, total live chunks), read in one transaction: what is
+        derived from it (a keyword index) is labelled with the generation it really shows."""
+        with self._connect() as db:
+            db.execute("BEGIN")  # deferred: one consistent read snapshot (WAL), no write lock
+            try:
+                row = db.execute("SELECT generation FROM kbs WHERE name = ?", (kb,)).fetchone()
+                rows = db.execute(
+                    "SELECT name, live_version, live_chunks FROM documents WHERE kb = ? AND live_version IS NOT NULL",
+                    (kb,),
+                ).fetchall()
+            finally:
+                db.execute("COMMIT")
+        generation = -1 if row is None else int(row[0])
+        return generation, {r["name"]: r["live_version"] for r in rows}, sum(int(r["live_chunks"]) for r in rows)
+
     def begin_version(self, kb: str, document: str, content_hash: str) -> PendingVersion:
         """Record a new version as `processing`; the live version (if any) stays live."""
         return self.begin_versions(kb, [(document, content_hash)])[0]
@@ -420,6 +464,8 @@ class Registry:
 
     def _begin(self, owner: str, now: float, kb: str, items: list[tuple[str, str]], pendings: list) -> None:
         with self._transaction() as db:
+            if db.execute("SELECT 1 FROM kbs WHERE name = ?", (kb,)).fetchone() is None:
+                raise RegistryConflict(f"knowledge base {kb!r} no longer exists (it was deleted)")
             for document, content_hash in items:
                 row = db.execute(
                     "SELECT MAX(COALESCE((SELECT MAX(version) FROM versions WHERE kb = ?1 AND document = ?2), 0),"
@@ -454,19 +500,44 @@ class Registry:
                 pendings.append(PendingVersion(kb, document, version, bool(existing and existing["live_version"])))
 
     def publish_version(
-        self, pending: PendingVersion, content_hash: str, chunks: int, source_url: str | None
-    ) -> int | None:
-        """Flip the new version live in one transaction; return the version it replaced."""
-        return self.publish_versions([(pending, content_hash, chunks, source_url)])[0]
+        self, pending: PendingVersion, content_hash: str, chunks: int, source_url: str | None,
+        collection: str | None = None,
+    ) -> Published:
+        """Flip the new version live in one transaction (see publish_versions)."""
+        return self.publish_versions([(pending, content_hash, chunks, source_url)], collection=collection)[0]
 
     def publish_versions(
-        self, items: list[tuple[PendingVersion, str, int, str | None]]
-    ) -> list[int | None]:
-        """Flip several new versions live in one transaction (all or none); return the versions replaced."""
-        replaced: list[int | None] = []
+        self, items: list[tuple[PendingVersion, str, int, str | None]], collection: str | None = None
+    ) -> list[Published]:
+        """Flip several new versions live in one transaction, as a compare-and-set.
+
+        With `collection` (the Chroma collection the chunks were written to), nothing is published
+        unless the KB still uses that collection: CollectionChanged is raised, nothing is written, and
+        the versions stay in flight for the caller to write again or abandon. A KB that no longer
+        exists raises RegistryConflict the same way.
+
+        Per version, it goes live only if it is still `processing` and its document still exists and
+        has no newer live version; otherwise it ends `failed` here, with the reason in its Published
+        (a document deleted meanwhile stays deleted). Either way every version leaves flight.
+        """
+        results: list[Published] = []
         now = time.time()
         with self._transaction() as db:
+            for kb in dict.fromkeys(pending.kb for pending, *_ in items):
+                row = db.execute("SELECT collection FROM kbs WHERE name = ?", (kb,)).fetchone()
+                if row is None:
+                    raise RegistryConflict(f"knowledge base {kb!r} was deleted while this was being ingested")
+                if collection is not None and row["collection"] != collection:
+                    raise CollectionChanged(kb, collection, row["collection"])
             for pending, content_hash, chunks, source_url in items:
+                conflict = self._publish_conflict(db, pending)
+                if conflict is not None:
+                    db.execute(
+                        "UPDATE versions SET state = 'failed' WHERE kb = ? AND document = ? AND version = ?",
+                        (pending.kb, pending.document, pending.version),
+                    )
+                    results.append(Published(pending, None, conflict))
+                    continue
                 old = db.execute(
                     "SELECT live_version FROM documents WHERE kb = ? AND name = ?", (pending.kb, pending.document)
                 ).fetchone()
@@ -485,11 +556,41 @@ class Registry:
                        WHERE kb = ? AND name = ?""",
                     (pending.version, content_hash, chunks, source_url, now, pending.kb, pending.document),
                 )
-                replaced.append(old["live_version"] if old else None)
-            for kb in {pending.kb for pending, *_ in items}:
+                results.append(Published(pending, old["live_version"] if old else None))
+            # The flip's last statement (fault tests stop inside the transaction right here).
+            for kb in dict.fromkeys(r.pending.kb for r in results if r.live):
                 db.execute("UPDATE kbs SET generation = generation + 1 WHERE name = ?", (kb,))
         self.lease.release(len(items))
-        return replaced
+        return results
+
+    @staticmethod
+    def _publish_conflict(db: sqlite3.Connection, pending: PendingVersion) -> str | None:
+        version = db.execute(
+            "SELECT state FROM versions WHERE kb = ? AND document = ? AND version = ?",
+            (pending.kb, pending.document, pending.version),
+        ).fetchone()
+        document = db.execute(
+            "SELECT live_version FROM documents WHERE kb = ? AND name = ?", (pending.kb, pending.document)
+        ).fetchone()
+        if document is None:
+            return "the document was deleted while it was being ingested"
+        if version is None or version["state"] != "processing":
+            return "this ingest was abandoned (taken for interrupted) before it could finish; ingest it again"
+        if document["live_version"] is not None and document["live_version"] > pending.version:
+            return "a newer version of it went live while this one was being ingested"
+        return None
+
+    def version_states(self, pendings: list[PendingVersion]) -> list[str | None]:
+        """Each version's state now (None: forgotten), e.g. to learn whether a flip that raised committed."""
+        with self._connect() as db:
+            rows = [
+                db.execute(
+                    "SELECT state FROM versions WHERE kb = ? AND document = ? AND version = ?",
+                    (p.kb, p.document, p.version),
+                ).fetchone()
+                for p in pendings
+            ]
+        return [r["state"] if r else None for r in rows]
 
     def abandon_version(self, pending: PendingVersion, reason: str) -> None:
         """A failed new version: the document keeps its live version, or is marked failed."""
@@ -503,10 +604,12 @@ class Registry:
 
     @staticmethod
     def _abandon(db: sqlite3.Connection, kb: str, document: str, version: int, reason: str) -> None:
-        db.execute(
-            "UPDATE versions SET state = 'failed' WHERE kb = ? AND document = ? AND version = ?",
+        cursor = db.execute(
+            "UPDATE versions SET state = 'failed' WHERE kb = ? AND document = ? AND version = ? AND state = 'processing'",
             (kb, document, version),
         )
+        if cursor.rowcount == 0:
+            return  # settled already (published, or failed at its flip): a live version is never abandoned
         row = db.execute("SELECT live_version FROM documents WHERE kb = ? AND name = ?", (kb, document)).fetchone()
         if row is not None and row["live_version"] is not None:
             db.execute(
@@ -587,7 +690,12 @@ class Registry:
             row = db.execute("SELECT live_version FROM documents WHERE kb = ? AND name = ?", (kb, name)).fetchone()
             if row is None:
                 return None
-            db.execute("UPDATE versions SET state = 'retired' WHERE kb = ? AND document = ?", (kb, name))
+            # A version still being ingested is left to its ingest: its flip finds the document gone and
+            # fails (the delete wins), and the ingest drops its own chunks.
+            db.execute(
+                "UPDATE versions SET state = 'retired' WHERE kb = ? AND document = ? AND state != 'processing'",
+                (kb, name),
+            )
             db.execute("DELETE FROM documents WHERE kb = ? AND name = ?", (kb, name))
             db.execute("UPDATE kbs SET generation = generation + 1 WHERE name = ?", (kb,))
         return row["live_version"] or 0

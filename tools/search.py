@@ -100,6 +100,9 @@ class HybridSearcher:
         answer, so rephrasing can find new evidence but never makes weak evidence look strong."""
         timings: dict[str, float] = {}
         started = time.perf_counter()
+        mismatch = self.store.model_mismatch(kb, self.embedder.model_name, self.embedder.dimension)
+        if mismatch:  # vectors of another model would rank garbage (or fail on the dimension)
+            raise EmbeddingModelMismatch(mismatch)
         if query_vector is None:
             query_vector = self.embedder.embed_query(query)
         timings["embed"] = _ms(started)
@@ -164,7 +167,8 @@ class HybridSearcher:
         present = np.zeros(len(ids), dtype=bool)
         for start in range(0, len(ids), 5000):
             part = ids[start : start + 5000]
-            result = collection.get(ids=part, include=["documents", "metadatas", "embeddings"])
+            with self.store.chroma_errors():
+                result = collection.get(ids=part, include=["documents", "metadatas", "embeddings"])
             for cid, text, meta, vector in zip(
                 result["ids"], result["documents"], result["metadatas"], result["embeddings"], strict=True
             ):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -286,43 +287,63 @@ class KnowledgeService:
 
     def delete_document(self, kb: str, document: str) -> None:
         self.store.require_kb(kb)
+        self.store.open()  # a store this process may not use (another holds it) refuses before anything changes
         version = self.store.registry.delete_document(kb, document)
         if version is None:
             names = ", ".join(d.name for d in self.store.registry.list_documents(kb)) or "none"
             raise KnowledgeBaseError(f"no document {document!r} in {kb!r} (documents: {names})")
-        self.store.recover(kb)  # removes the retired chunks
-        self.store.rebuild_keyword_index(kb)
+        # The document is gone from every answer now; its chunks and the index follow (or, if Chroma
+        # fails right now, at the next recovery and question).
+        try:
+            self.store.recover(kb)  # removes the retired chunks
+            self.store.rebuild_keyword_index(kb)
+        except Exception as exc:
+            log.warning("deleted %s/%s; its chunks are removed later: %s", kb, document, exc)
 
     def reindex(self, kb: str, progress: bool = False) -> int:
-        """Re-embed a KB's live chunks with the configured model into a new collection, then switch."""
+        """Re-embed a KB's live chunks with the configured model into a new collection, then switch.
+
+        The switch is a compare-and-set on the KB's generation: if anything was published meanwhile
+        nothing is switched (run it again). An upload that wrote its chunks into the old collection
+        meanwhile finds the collection switched at its own flip and writes them again (tools/ingest.py).
+        """
         from llama_index.vector_stores.chroma import ChromaVectorStore
 
-        record = self.store.require_kb(kb)
-        chunks = self.store.live_chunks(kb)
+        store = self.store
+        generation, live, _ = store.registry.live_snapshot(kb)
+        record = store.require_kb(kb)
+        if record.generation != generation:
+            raise KnowledgeBaseError(f"knowledge base {kb!r} is changing right now; run `kbbot kb reindex {kb}` again")
+        chunks = store._live_chunks(kb, live)
         vectors, unit_vectors = embed_chunks(self.embedder, chunks, show_progress=progress)
-        new_name = f"kbbot_{kb}_g{record.generation + 1}"
-        with contextlib.suppress(Exception):  # a leftover from an interrupted reindex
-            self.store.client.delete_collection(new_name)
-        collection = self.store._collection(new_name, self.embedder.model_name, self.embedder.dimension)
-        nodes = [chunk_to_node(c, v.tolist()) for c, v in zip(chunks, vectors, strict=True)]
-        if nodes:
-            ChromaVectorStore(chroma_collection=collection).add(nodes)
+        # A name of its own: two reindexes of one KB at once (threads, processes on a Chroma server) never
+        # write into, or clean up, each other's collection; the switch lets one of them win.
+        new_name = f"kbbot_{kb}_g{generation + 1}_{uuid.uuid4().hex[:8]}"
+        with store.chroma_errors():
+            collection = store._collection(new_name, self.embedder.model_name, self.embedder.dimension)
+            nodes = [chunk_to_node(c, v.tolist()) for c, v in zip(chunks, vectors, strict=True)]
+            if nodes:
+                ChromaVectorStore(chroma_collection=collection).add(nodes)
         # Only if nothing was published meanwhile: the new collection would lack it.
-        if not self.store.registry.switch_collection(
-            kb, new_name, self.embedder.model_name, self.embedder.dimension, expected_generation=record.generation
+        if not store.registry.switch_collection(
+            kb, new_name, self.embedder.model_name, self.embedder.dimension, expected_generation=generation
         ):
             with contextlib.suppress(Exception):
-                self.store.client.delete_collection(new_name)
+                store.client.delete_collection(new_name)
             raise KnowledgeBaseError(
                 f"knowledge base {kb!r} changed while it was being re-indexed; nothing was switched, "
                 f"run `kbbot kb reindex {kb}` again"
             )
+        store.forget_collection(record.collection)
         try:
-            self.store.client.delete_collection(record.collection)
+            store.client.delete_collection(record.collection)
         except Exception as exc:
             log.warning("old collection %s not removed: %s", record.collection, exc)
-        self.store.registry.clear_unit_vectors(kb)
+        store.registry.clear_unit_vectors(kb)
         if unit_vectors is not None:
-            self.store.save_unit_vectors(kb, self.embedder.model_name, chunks, unit_vectors)
-        self.store.rebuild_keyword_index(kb)
+            store.save_unit_vectors(kb, self.embedder.model_name, chunks, unit_vectors)
+        try:
+            store.rebuild_keyword_index(kb)
+        except Exception as exc:  # switched already; the index is rebuilt at the next question
+            log.warning("keyword index of %s not rebuilt after the reindex: %s", kb, exc)
         return len(nodes)

@@ -2,15 +2,29 @@
 
 Readers only ever see chunks of a document's live version (the registry decides), whatever is
 physically in Chroma at that moment.
+
+One writer per embedded store: the embedded Chroma (a PersistentClient under the data dir) is not
+safe for several processes, so the first process to open it takes an exclusive lock on
+`<data dir>/store.lock` for as long as it holds the client; any other process that needs Chroma is
+refused with a message naming the holder. The registry (SQLite, WAL) is safe to share, and the Chroma
+client opens lazily at the first Chroma access, so registry-only commands (`kbbot kb list`) run next
+to a live bot. Several processes share one store through a Chroma server (CHROMA_HOST) instead.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
+import os
+import shlex
 import shutil
 import sqlite3
+import sys
 import threading
-from collections.abc import Sequence
+import time
+import weakref
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +43,10 @@ class KnowledgeBaseError(ValueError):
 
 class EmbeddingModelMismatch(KnowledgeBaseError):
     pass
+
+
+class CollectionMissing(KnowledgeBaseError):
+    """The Chroma collection a KB's registry row names is gone (a reindex or a KB deletion dropped it)."""
 
 
 @dataclass(frozen=True)
@@ -95,11 +113,126 @@ def chunk_to_node(chunk: StoredChunk, embedding: Sequence[float]):
     )
 
 
+class DataDirLock:
+    """This process owns the embedded Chroma store of a data dir: an exclusive flock on `store.lock`.
+
+    Non-blocking: a second process gets a KnowledgeBaseError naming the holder (its pid and command,
+    written into the file). One lock per process and data dir, counted, however many stores are open
+    on it; the kernel drops it the moment its holder dies (kill -9 included).
+    """
+
+    FILE = "store.lock"
+    _held: dict[Path, DataDirLock] = {}
+    _guard = threading.Lock()
+
+    def __init__(self, data_dir: Path, handle):  # noqa: ANN001 - an open file
+        self.data_dir, self.handle, self.pid, self.count = data_dir, handle, os.getpid(), 1
+
+    @classmethod
+    def acquire(cls, data_dir: Path) -> DataDirLock:
+        import fcntl
+
+        key = data_dir.resolve()
+        with cls._guard:
+            held = cls._held.get(key)
+            if held is not None and held.pid == os.getpid():
+                held.count += 1
+                return held
+            key.mkdir(parents=True, exist_ok=True)
+            handle = (key / cls.FILE).open("a+", encoding="utf-8")
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read()
+                handle.close()
+                raise KnowledgeBaseError(_in_use_message(key, holder)) from None
+            except BaseException:
+                handle.close()
+                raise
+            handle.seek(0)
+            handle.truncate()
+            handle.write(json.dumps({"pid": os.getpid(), "command": _command_line(), "since": time.time()}))
+            handle.flush()
+            cls._held[key] = held = cls(key, handle)
+            return held
+
+    def release(self) -> None:
+        with self._guard:
+            if self.pid != os.getpid() or self.count <= 0:
+                return  # a forked child never releases its parent's lock
+            self.count -= 1
+            if self.count == 0:
+                self._held.pop(self.data_dir, None)
+                with contextlib.suppress(OSError):
+                    self.handle.close()  # closing the file drops the flock
+
+
+def _command_line() -> str:
+    argv = list(sys.argv) or ["python"]
+    program = Path(argv[0]).name
+    if program in ("kbbot", "cli.py", "__main__.py") or argv[0].endswith(("bot/cli.py", "bot.cli")):
+        program = "kbbot"
+    elif program == "-c":
+        program = "python -c …"
+    return " ".join([program, *(shlex.quote(a) for a in argv[1:5])])[:120]
+
+
+def _holder_info(text: str) -> dict:
+    try:
+        info = json.loads(text)
+        return {"pid": int(info["pid"]), "command": str(info.get("command") or "?")}
+    except (ValueError, KeyError, TypeError):
+        return {"pid": "?", "command": "?"}
+
+
+def _in_use_message(data_dir: Path, holder_text: str) -> str:
+    holder = _holder_info(holder_text)
+    return (
+        f"the data dir {data_dir} is in use by another kbbot process (pid {holder['pid']}, `{holder['command']}`): "
+        f"stop it, or run a Chroma server (`chroma run --path {data_dir / 'chroma'}`) and set CHROMA_HOST so "
+        "several processes share the store"
+    )
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """A Chroma server that does not answer (refused, reset, timed out), wherever in the chain."""
+    import httpx
+
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, httpx.TransportError | ConnectionError | TimeoutError):
+            return True
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+        seen += 1
+    return False
+
+
+def _short(exc: BaseException) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+
+
+class _ChromaHandle:
+    """The lazily opened client and the data-dir lock that goes with it; closed once (close or GC)."""
+
+    def __init__(self) -> None:
+        self.client = None
+        self.lock: DataDirLock | None = None
+
+    def close(self) -> None:
+        client, lock = self.client, self.lock
+        self.client = self.lock = None
+        if client is not None:
+            try:
+                client.close()
+            except Exception as exc:  # closing must never mask the caller's own error
+                log.debug("closing the Chroma client: %s", exc)
+        if lock is not None:
+            lock.release()
+
+
 class KnowledgeStore:
     def __init__(self, settings: ToolSettings):
-        import chromadb
-        from chromadb.config import Settings as ChromaSettings
-
         self.settings = settings
         try:
             self.data_dir = settings.resolved_data_dir
@@ -108,36 +241,93 @@ class KnowledgeStore:
             raise KnowledgeBaseError(
                 f"cannot open the kbbot data dir {settings.data_dir} (KBBOT_DATA_DIR): {exc}"
             ) from exc
-        chroma_settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
-        try:
-            if settings.chroma_host:
-                self.client = chromadb.HttpClient(
-                    host=settings.chroma_host, port=settings.chroma_port, settings=chroma_settings
-                )
-            else:
-                self.client = chromadb.PersistentClient(path=str(self.data_dir / "chroma"), settings=chroma_settings)
-        except Exception as exc:  # chromadb raises ValueError/RuntimeError/its own types for these
-            where = (
-                f"the Chroma server at {settings.chroma_host}:{settings.chroma_port} (CHROMA_HOST/CHROMA_PORT)"
-                if settings.chroma_host else f"the Chroma store in {self.data_dir / 'chroma'}"
-            )
-            raise KnowledgeBaseError(f"cannot open {where}: {' '.join(str(exc).split())[:200]}") from exc
         self._keyword: dict[str, tuple[int, KeywordIndex]] = {}
-        self._live: dict[str, tuple[int, dict[str, int]]] = {}
+        self._live: dict[str, tuple[int, dict[str, int], int]] = {}
         self._collections: dict[str, object] = {}
         self._lock = threading.Lock()
-        self.recover_all()
+        self._kb_locks: dict[str, threading.Lock] = {}
+        self._open_lock = threading.Lock()
+        self._closed = False
+        self._handle = _ChromaHandle()
+        self._finalizer = weakref.finalize(self, self._handle.close)
+        # Registry-only recovery now (a dead ingest's versions are abandoned); deleting their chunks
+        # needs Chroma and waits for its first use.
+        self._recover_registry()
+
+    @property
+    def client(self):
+        """The Chroma client, opened at first use (embedded: taking the data dir's lock)."""
+        client = self._handle.client
+        if client is not None:
+            return client
+        with self._open_lock:
+            if self._closed:
+                raise KnowledgeBaseError("the knowledge store was closed")
+            if self._handle.client is None:
+                self._open_client()
+                self.recover_all()  # whatever process died mid-ingest, its leftovers go now
+            return self._handle.client
+
+    @property
+    def chroma_open(self) -> bool:
+        return self._handle.client is not None
+
+    def open(self) -> KnowledgeStore:
+        """Open the Chroma client now (e.g. at a bot's start, to own the embedded store from then on)."""
+        _ = self.client
+        return self
+
+    def _open_client(self) -> None:
+        import chromadb
+        from chromadb.config import Settings as ChromaSettings
+
+        chroma_settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
+        if self.settings.chroma_host:
+            try:
+                self._handle.client = chromadb.HttpClient(
+                    host=self.settings.chroma_host, port=self.settings.chroma_port, settings=chroma_settings
+                )
+            except Exception as exc:  # chromadb raises ValueError/httpx errors/its own types for these
+                raise KnowledgeBaseError(self._unreachable_message(exc)) from exc
+            return
+        lock = DataDirLock.acquire(self.data_dir)
+        try:
+            self._handle.client = chromadb.PersistentClient(path=str(self.data_dir / "chroma"), settings=chroma_settings)
+        except Exception as exc:
+            lock.release()
+            raise KnowledgeBaseError(f"cannot open the Chroma store in {self.data_dir / 'chroma'}: {_short(exc)}") from exc
+        self._handle.lock = lock
+
+    def _unreachable_message(self, exc: BaseException) -> str:
+        where = f"{self.settings.chroma_host}:{self.settings.chroma_port}"
+        return (
+            f"the Chroma server at {where} is unreachable (CHROMA_HOST/CHROMA_PORT): {_short(exc)}; start it "
+            f"(`chroma run --path DIR --port {self.settings.chroma_port}`) and try again, kbbot reconnects by itself"
+        )
+
+    @contextlib.contextmanager
+    def chroma_errors(self) -> Iterator[None]:
+        """Around any Chroma call: a server that stopped answering becomes one clear KnowledgeBaseError."""
+        try:
+            yield
+        except KnowledgeBaseError:
+            raise
+        except Exception as exc:
+            if self.settings.chroma_host and _unreachable(exc):
+                raise KnowledgeBaseError(self._unreachable_message(exc)) from exc
+            raise
 
     def close(self) -> None:
-        """Release the Chroma client (files, connections). The store is unusable afterwards."""
-        self._collections.clear()
+        """Release the Chroma client (files, connections, the data dir's lock). The store is unusable afterwards."""
+        with self._open_lock:
+            self._closed = True
+            self._collections.clear()
+            self._finalizer()
         self.registry.close()
-        close = getattr(self.client, "close", None)
-        if close is not None:
-            try:
-                close()
-            except Exception as exc:  # closing must never mask the caller's own error
-                log.debug("closing the Chroma client: %s", exc)
+
+    def _kb_lock(self, kb: str) -> threading.Lock:
+        with self._lock:
+            return self._kb_locks.setdefault(kb, threading.Lock())
 
     # --- knowledge bases ---------------------------------------------------------------------
 
@@ -148,7 +338,8 @@ class KnowledgeStore:
             # Named by its starting generation: a KB created again under an old name gets a new
             # collection, and a process still holding the old one's handle never uses it again.
             collection = f"kbbot_{name}_g{self.registry.generation_floor(name)}"
-            self._collection(collection, model_name, dimension)
+            with self.chroma_errors():
+                self._collection(collection, model_name, dimension)
             self.registry.upsert_kb(name, description, model_name, dimension, collection)
             record = self.registry.get_kb(name)
             assert record is not None
@@ -165,19 +356,33 @@ class KnowledgeStore:
             raise KnowledgeBaseError(f"no knowledge base named {name!r} (known: {known})")
         return record
 
-    def check_model(self, name: str, model_name: str, dimension: int) -> None:
-        """Refuse to mix embedding models: the registry and the collection must both match."""
-        record = self.require_kb(name)
+    def model_mismatch(self, kb: str, model_name: str, dimension: int) -> str | None:
+        """Why `kb` cannot be searched or written with this embedding model, or None when it can.
+
+        Cheap enough to call before every probe: one registry read, and the collection's own metadata
+        only when this process already opened the collection (never a Chroma round-trip). The reason
+        is one line for people, naming `kbbot kb reindex KB`. Raises KnowledgeBaseError for an unknown KB.
+        """
+        record = self.require_kb(kb)
         indexed = (record.embedding_model, record.dimension)
-        metadata = self.collection(name).metadata or {}
+        collection = self._collections.get(record.collection)
+        metadata = (getattr(collection, "metadata", None) or {}) if collection is not None else {}
         if metadata.get("embedding_model") and indexed == (model_name, dimension):
             indexed = (str(metadata["embedding_model"]), int(metadata.get("dimension") or 0))
-        if indexed != (model_name, dimension):
-            raise EmbeddingModelMismatch(
-                f"knowledge base {name!r} was indexed with {indexed[0]} ({indexed[1]}-d) but "
-                f"kbbot is configured for {model_name} ({dimension}-d); run `kbbot kb reindex {name}` to "
-                "re-embed it, or switch the embedding settings back"
-            )
+        if indexed == (model_name, dimension):
+            return None
+        return (
+            f"knowledge base {kb!r} was indexed with {indexed[0]} ({indexed[1]}-d) but "
+            f"kbbot is configured for {model_name} ({dimension}-d); run `kbbot kb reindex {kb}` to "
+            "re-embed it, or switch the embedding settings back"
+        )
+
+    def check_model(self, name: str, model_name: str, dimension: int) -> None:
+        """Refuse to mix embedding models: the registry and the collection must both match."""
+        self.collection(name)  # its metadata (a collection another deployment built) counts too
+        reason = self.model_mismatch(name, model_name, dimension)
+        if reason:
+            raise EmbeddingModelMismatch(reason)
 
     def _collection(self, collection_name: str, model_name: str | None = None, dimension: int | None = None):
         metadata = {"hnsw:space": "cosine"}
@@ -187,15 +392,38 @@ class KnowledgeStore:
         return self.client.get_or_create_collection(collection_name, metadata=metadata, embedding_function=None)
 
     def collection(self, kb: str):
-        name = self.require_kb(kb).collection
-        if name not in self._collections:
-            self._collections[name] = self._collection(name)
-        return self._collections[name]
+        return self.collection_named(self.require_kb(kb).collection)
 
-    def vector_store(self, kb: str):
+    def collection_named(self, name: str, create: bool = True):
+        """A collection by its Chroma name (as the registry records it), handle cached.
+
+        create=False never brings back a collection someone deleted (a reindex, a KB deletion): it
+        raises KnowledgeBaseError instead."""
+        handle = self._collections.get(name)
+        if handle is None:
+            with self.chroma_errors():
+                if create:
+                    handle = self._collection(name)
+                else:
+                    try:
+                        handle = self.client.get_collection(name, embedding_function=None)
+                    except Exception as exc:
+                        if self.settings.chroma_host and _unreachable(exc):
+                            raise
+                        raise CollectionMissing(f"the Chroma collection {name} does not exist (any more)") from exc
+            self._collections[name] = handle
+        return handle
+
+    def vector_store(self, kb: str, collection: str | None = None, create: bool = True):
+        """llama-index's view of the KB's collection (or of `collection`, a name the registry recorded)."""
         from llama_index.vector_stores.chroma import ChromaVectorStore
 
-        return ChromaVectorStore(chroma_collection=self.collection(kb))
+        name = collection or self.require_kb(kb).collection
+        return ChromaVectorStore(chroma_collection=self.collection_named(name, create=create))
+
+    def forget_collection(self, name: str) -> None:
+        """Drop a cached handle (the collection was deleted, e.g. by a reindex in another process)."""
+        self._collections.pop(name, None)
 
     def delete_kb(self, name: str) -> None:
         record = self.require_kb(name)
@@ -205,15 +433,24 @@ class KnowledgeStore:
             self._live.pop(name, None)
             self._keyword.pop(name, None)
         try:
-            self.client.delete_collection(record.collection)
-        except Exception as exc:  # already gone is fine
+            with self.chroma_errors():
+                self.client.delete_collection(record.collection)
+        except Exception as exc:  # already gone is fine; unreachable: an invisible leftover
             log.debug("delete_collection %s: %s", record.collection, exc)
         shutil.rmtree(self._keyword_dir(name), ignore_errors=True)
 
     # --- recovery ----------------------------------------------------------------------------
 
+    def _recover_registry(self) -> None:
+        """Registry only (no Chroma): versions left `processing` by dead processes are abandoned."""
+        for record in self.registry.list_kbs():
+            try:
+                self.registry.recover_interrupted(record.name)
+            except sqlite3.Error as exc:  # retried at the next open
+                log.warning("could not recover interrupted ingests of %s: %s", record.name, exc)
+
     def recover_all(self) -> None:
-        """Run at every open of the store: whatever process died mid-ingest, its leftovers go now."""
+        """Run at the first Chroma use of every store: whatever process died mid-ingest, its leftovers go now."""
         for record in self.registry.list_kbs():
             try:
                 self.recover(record.name)
@@ -232,7 +469,8 @@ class KnowledgeStore:
             return
         vector_store = self.vector_store(kb)
         for document, version in stale:
-            vector_store.delete(version_key(kb, document, version))
+            with self.chroma_errors():
+                vector_store.delete(version_key(kb, document, version))
             self.registry.forget_versions(kb, [(document, version)])
 
     # --- reading -----------------------------------------------------------------------------
@@ -241,12 +479,16 @@ class KnowledgeStore:
         return self._live_state(kb)[0]
 
     def _live_state(self, kb: str) -> tuple[dict[str, int], int]:
+        return self._live_snapshot(kb)[1:]  # type: ignore[return-value]
+
+    def _live_snapshot(self, kb: str) -> tuple[int, dict[str, int], int]:
+        """(generation, {document: live version}, live chunks), all of the same registry state."""
         generation = self.registry.generation(kb)
         cached = self._live.get(kb)
         if cached is None or cached[0] != generation:
-            cached = (generation, *self.registry.live_state(kb))
+            cached = self.registry.live_snapshot(kb)
             self._live[kb] = cached
-        return cached[1], cached[2]
+        return cached
 
     def save_unit_vectors(self, kb: str, model: str, chunks: Sequence[StoredChunk], vectors: Sequence[np.ndarray]) -> None:
         """Each chunk's answer-unit vectors (float16: only their ranking matters)."""
@@ -272,8 +514,11 @@ class KnowledgeStore:
         return found
 
     def live_chunks(self, kb: str) -> list[StoredChunk]:
-        live = self.live_versions(kb)
-        result = self.collection(kb).get(include=["documents", "metadatas"])
+        return self._live_chunks(kb, self._live_snapshot(kb)[1])
+
+    def _live_chunks(self, kb: str, live: dict[str, int]) -> list[StoredChunk]:
+        with self.chroma_errors():
+            result = self.collection(kb).get(include=["documents", "metadatas"])
         chunks = [
             chunk_from_metadata(cid, text, meta)
             for cid, text, meta in zip(result["ids"], result["documents"], result["metadatas"], strict=True)
@@ -286,7 +531,8 @@ class KnowledgeStore:
         if not chunk_ids:
             return []
         live = self.live_versions(kb)
-        result = self.collection(kb).get(ids=chunk_ids, include=["documents", "metadatas"])
+        with self.chroma_errors():
+            result = self.collection(kb).get(ids=chunk_ids, include=["documents", "metadatas"])
         by_id = {
             cid: chunk_from_metadata(cid, text, meta)
             for cid, text, meta in zip(result["ids"], result["documents"], result["metadatas"], strict=True)
@@ -294,8 +540,12 @@ class KnowledgeStore:
         return [by_id[c] for c in chunk_ids if c in by_id and live.get(by_id[c].document) == by_id[c].version]
 
     def get_chunks_with_vectors(self, kb: str, chunk_ids: list[str]) -> list[tuple[StoredChunk, np.ndarray]]:
+        """Live chunks among `chunk_ids` with their stored vectors (any order; absent ones left out)."""
+        if not chunk_ids:
+            return []
         live = self.live_versions(kb)
-        result = self.collection(kb).get(ids=chunk_ids, include=["documents", "metadatas", "embeddings"])
+        with self.chroma_errors():
+            result = self.collection(kb).get(ids=chunk_ids, include=["documents", "metadatas", "embeddings"])
         pairs = []
         for cid, text, meta, vector in zip(
             result["ids"], result["documents"], result["metadatas"], result["embeddings"], strict=True
@@ -318,14 +568,15 @@ class KnowledgeStore:
                 f"vector is {len(query_vector)}-d; run `kbbot kb reindex {kb}` or switch the embedding settings back"
             )
         live, live_total = self._live_state(kb)
-        collection = self.collection(kb)
-        count = collection.count()
-        if count == 0 or not live:
-            return []
-        wanted = min(count, k + max(0, count - live_total))
-        result = collection.query(
-            query_embeddings=[query_vector.tolist()], n_results=wanted, include=["documents", "metadatas", "distances"]
-        )
+        with self.chroma_errors():
+            collection = self.collection(kb)
+            count = collection.count()
+            if count == 0 or not live:
+                return []
+            wanted = min(count, k + max(0, count - live_total))
+            result = collection.query(
+                query_embeddings=[query_vector.tolist()], n_results=wanted, include=["documents", "metadatas", "distances"]
+            )
         hits = []
         for cid, text, meta, distance in zip(
             result["ids"][0], result["documents"][0], result["metadatas"][0], result["distances"][0], strict=True
@@ -341,33 +592,53 @@ class KnowledgeStore:
         return self.data_dir / "keyword" / kb
 
     def keyword_index(self, kb: str) -> KeywordIndex:
-        """The KB's BM25 index for its current generation: from memory, from disk, or rebuilt."""
+        """The KB's BM25 index for its current generation: from memory, from disk, or rebuilt.
+
+        Builds of one KB are serialised in this process (per-KB lock) and saved atomically under a
+        unique temporary name, so an ingest and a question (or two processes sharing a Chroma server)
+        rebuilding the same generation never collide, and a reader never loads half an index.
+        """
         generation = self.registry.generation(kb)
         cached = self._keyword.get(kb)
         if cached and cached[0] == generation:
             return cached[1]
-        with self._lock:
+        with self._kb_lock(kb):
             cached = self._keyword.get(kb)
-            if cached and cached[0] == generation:
+            if cached and cached[0] >= generation:
                 return cached[1]
-            directory = self._keyword_dir(kb) / f"g{generation}"
             index = None
             try:
-                index = KeywordIndex.load(directory)
+                index = KeywordIndex.load(self._keyword_dir(kb) / f"g{generation}")
             except Exception as exc:  # a torn or old-format index is rebuilt, never trusted
                 log.warning("rebuilding keyword index for %s: %s", kb, exc)
             if index is None:
-                index = self.rebuild_keyword_index(kb, generation)
+                generation, index = self._build_keyword_index(kb)
             self._keyword[kb] = (generation, index)
             return index
 
     def rebuild_keyword_index(self, kb: str, generation: int | None = None) -> KeywordIndex:
-        generation = self.registry.generation(kb) if generation is None else generation
-        chunks = self.live_chunks(kb)
+        """Build (and save) the index of the KB's current live chunks, e.g. right after a publish.
+
+        `generation` is accepted for compatibility; the index is always labelled with the generation
+        its chunks were read at.
+        """
+        with self._kb_lock(kb):
+            current = self.registry.generation(kb)
+            cached = self._keyword.get(kb)
+            if cached and cached[0] >= current:
+                return cached[1]  # a question built it already
+            built_at, index = self._build_keyword_index(kb)
+            self._keyword[kb] = (built_at, index)
+            return index
+
+    def _build_keyword_index(self, kb: str) -> tuple[int, KeywordIndex]:
+        generation, live, _ = self.registry.live_snapshot(kb)
+        chunks = self._live_chunks(kb, live)
         index = KeywordIndex.build([c.chunk_id for c in chunks], [f"{c.header}\n{c.text}" for c in chunks])
-        directory = self._keyword_dir(kb) / f"g{generation}"
-        index.save(directory)
-        for old in self._keyword_dir(kb).glob("g*"):
-            if old.name != directory.name and not old.name.endswith(".tmp"):
-                shutil.rmtree(old, ignore_errors=True)
-        return index
+        root = self._keyword_dir(kb)
+        if self.registry.generation(kb) == generation:  # an older generation's index is never saved
+            index.save(root / f"g{generation}")
+            for old in root.glob("g*"):
+                if old.name[1:].isdigit() and int(old.name[1:]) < generation:
+                    shutil.rmtree(old, ignore_errors=True)
+        return generation, index

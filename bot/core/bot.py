@@ -86,6 +86,11 @@ class KnowledgeBot:
     def embedder(self) -> Embedder:
         return self.service.embedder
 
+    def open_store(self) -> None:
+        """Take the store now (an embedded one is owned by one process: raises KnowledgeBaseError, naming
+        the way out, if another process holds it) instead of at the first question."""
+        self.service.store.open()
+
     def warm_up(self) -> None:
         """Load the model and the indexes before the first question arrives."""
         self.ask(Origin.cli(), "warm-up: what is in the knowledge base?")

@@ -20,7 +20,7 @@ from slack_bolt import App, BoltRequest
 from slack_sdk import WebClient
 
 from bot.config import Settings
-from bot.core import KnowledgeBot
+from bot.core import USER_ERRORS, KnowledgeBot
 from bot.slack.deps import SlackDeps
 
 log = logging.getLogger(__name__)
@@ -92,6 +92,7 @@ def serve(settings: Settings, host: str = "0.0.0.0", port: int | None = None) ->
     if not settings.slack_enabled:
         raise SlackConfigError("SLACK_BOT_TOKEN is not set; see 'Slack app setup' in README.md")
     app, deps = build_slack(settings, socket_mode=socket_mode)
+    deps.bot.open_store()  # this process owns the embedded store from now on (or stops here, saying who does)
     deps.bot.refresh()  # logs every kb.toml that cannot be read (its KB keeps its last known rules)
     threading.Thread(target=_start_up, args=(deps, app.client, settings.slack_warmup), name="kbbot-start", daemon=True).start()
     stop = threading.Event()
@@ -161,6 +162,6 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     logging.getLogger("slack_sdk").setLevel(max(logging.INFO, logging.getLogger().level))
     try:
         return serve(settings, host=getattr(args, "host", "0.0.0.0"), port=getattr(args, "port", None))
-    except SlackConfigError as exc:
+    except (SlackConfigError, *USER_ERRORS) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
