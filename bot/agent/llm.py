@@ -112,17 +112,25 @@ class LlmClient:
 
     def _complete(self, messages: list[dict], response_format: dict | None, max_tokens: int, deadline: Deadline) -> str:
         """One chat completion, retried on 429, 5xx and timeouts within the retry budget and the deadline."""
+        cut_short = False
 
         def out_of_time(state: RetryCallState) -> bool:  # no time left to wait and send another request
-            return not deadline.allows_request(after_wait=state.upcoming_sleep)
+            nonlocal cut_short
+            cut_short = not deadline.allows_request(after_wait=state.upcoming_sleep)
+            return cut_short
 
         retrying = Retrying(
             retry=retry_if_exception(_retryable),
             wait=_wait,
+            # (evaluated in order: out_of_time only while the retry budget would allow another attempt)
             stop=stop_after_attempt(MAX_ATTEMPTS) | stop_after_delay(MAX_TOTAL_SECONDS) | out_of_time,
             reraise=True,
         )
-        return retrying(self._request, messages, response_format, max_tokens, deadline)
+        try:
+            return retrying(self._request, messages, response_format, max_tokens, deadline)
+        except openai.OpenAIError as exc:
+            why = _describe(exc) + (", no time left to retry before the question's deadline" if cut_short else "")
+            raise LlmUnavailable(why) from exc
 
     def _request(self, messages: list[dict], response_format: dict | None, max_tokens: int, deadline: Deadline) -> str:
         kwargs: dict = {"model": self.model, "messages": messages, "temperature": 0, "max_tokens": max_tokens}
@@ -145,8 +153,6 @@ class LlmClient:
         started = time.perf_counter()
         try:
             return self._complete(messages, None, max_tokens, deadline)
-        except openai.OpenAIError as exc:
-            raise LlmUnavailable(_describe(exc, deadline)) from exc
         finally:
             log.debug("llm text call %.0f ms", (time.perf_counter() - started) * 1000)
 
@@ -158,22 +164,16 @@ class LlmClient:
             "type": "json_schema",
             "json_schema": {"name": schema.__name__, "schema": _strict_schema(schema), "strict": True},
         }
-        try:
-            content = self._complete(messages, response_format, max_tokens, deadline)
-        except openai.OpenAIError as exc:
-            raise LlmUnavailable(_describe(exc, deadline)) from exc
+        content = self._complete(messages, response_format, max_tokens, deadline)
         try:
             return schema.model_validate(json.loads(_strip_fences(content)))
         except (json.JSONDecodeError, ValidationError) as exc:
             raise LlmUnavailable(f"malformed {schema.__name__} output ({type(exc).__name__})") from exc
 
 
-def _describe(exc: openai.OpenAIError, deadline: Deadline = NO_DEADLINE) -> str:
+def _describe(exc: openai.OpenAIError) -> str:
     status = getattr(exc, "status_code", None)
-    text = f"{type(exc).__name__}" + (f" (HTTP {status})" if status else "")
-    if deadline.at is not None and not deadline.allows_request():
-        text += ", at the question's deadline"
-    return text
+    return f"{type(exc).__name__}" + (f" (HTTP {status})" if status else "")
 
 
 def _strip_fences(text: str) -> str:
