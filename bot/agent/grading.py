@@ -18,8 +18,8 @@ from tools.search import Evidence
 from tools.text import identifiers, keyword_terms, mentions
 
 # Calibrated on the leave-one-out benchmark (SciFact/Cranfield/CISI KBs, one dataset's queries sent to the
-# others): out-of-KB best cosines have 97th percentile 0.44, in-KB ones 3rd percentile 0.44, so a best chunk
-# at 0.44 or above is evidence and below it needs the query's terms (docs/benchmarks.md).
+# others): STRONG_COSINE is where the best cosines of out-of-KB and in-KB questions barely overlap, so a
+# best chunk at or above it is evidence and one below it needs the query's terms (docs/benchmarks.md).
 STRONG_COSINE = 0.44  # enough on its own
 MIN_COSINE = 0.40  # below this, nothing counts as evidence
 MIN_COVERAGE = 0.5  # with a cosine between the two, this share of query terms must be covered

@@ -27,8 +27,8 @@ IDENTIFIER_WEIGHT = 0.1
 # KBs scoring within this margin of the best are searched together (multi-source evidence).
 CO_ROUTE_MARGIN = 0.04
 # A thread stays on its subject: each KB's score also counts the mean of its scores for the thread's
-# last few questions, and the same for the bot's last few answers (they came from somewhere). Tuned on
-# half of MTRAG-UN's tasks: routing of condensed queries 0.895 → 0.945 (questions) → 0.957 (+ answers).
+# last few questions, and the same for the bot's last few answers (they came from somewhere). Weight
+# and window tuned on half of MTRAG-UN's multi-turn tasks (docs/benchmarks.md).
 THREAD_WEIGHT = 0.75
 THREAD_TURNS = 4
 
