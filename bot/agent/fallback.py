@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
 import openai
+from pydantic import BaseModel
 
 from bot.agent.llm import NO_DEADLINE, Deadline, LlmClient, LlmUnavailable
 
-Raw = TypeVar("Raw")
+Reply = TypeVar("Reply", bound=BaseModel)
 Value = TypeVar("Value")
 
 SKIPPED_FOR_THE_REST = "; the LLM is skipped for the rest of this question"
@@ -68,13 +69,15 @@ def offline(value: Value) -> Outcome[Value]:
 def llm_step(
     step: Step,
     access: LlmAccess,
-    ask: Callable[[LlmClient, Deadline], Raw],
-    validate: Callable[[Raw], Value | None],
+    prompt: Callable[[], list[dict]],
+    schema: type[Reply] | None,
+    validate: Callable[[Reply], Value | None] | Callable[[str], Value | None],
     fallback: Callable[[], Value],
     *,
     wanted: bool = True,
 ) -> Outcome[Value]:
-    """`ask` the LLM (within the deadline) and `validate` its output (None: unusable); else `fallback`.
+    """Send `prompt()` to the LLM (a JSON reply of `schema`, or text when None) within the deadline and
+    `validate` the reply (None: unusable); else `fallback()`, the step's offline policy.
 
     `wanted=False` is the step's own reason not to ask (nothing to judge, a fact no model can change):
     offline, without a note."""
@@ -84,14 +87,18 @@ def llm_step(
         left = access.deadline.left()
         note = f"LLM skipped for {step.name} ({left:.1f} s left before the question's deadline): {step.fallback} used"
         return Outcome(fallback(), "offline", note + SKIPPED_FOR_THE_REST, llm_down=True)
+    client, deadline = access.client, access.deadline
     try:
-        raw = ask(access.client, access.deadline)
+        if schema is None:
+            raw: object = client.complete(prompt(), deadline=deadline)
+        else:
+            raw = client.structured(prompt(), schema, deadline=deadline)
     except LlmUnavailable as exc:
         note = f"LLM unavailable for {step.name} ({exc}): {step.fallback} used"
         if isinstance(exc.__cause__, openai.OpenAIError):
             return Outcome(fallback(), "offline", note + SKIPPED_FOR_THE_REST, llm_down=True)
         return Outcome(fallback(), "offline", note)
-    value = validate(raw)
+    value = validate(raw)  # type: ignore[arg-type]
     if value is None:
         return Outcome(fallback(), "offline", step.rejected)
     return Outcome(value, "llm")

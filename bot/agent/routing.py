@@ -9,7 +9,7 @@ as the first round's evidence: nothing is searched twice.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,6 +78,11 @@ def description_similarities(
 class RouteChoice(BaseModel):
     kbs: list[str]
     reason: str
+
+
+def usable_choice(choice: RouteChoice, probed: Collection[str]) -> list[str] | None:
+    """The KBs the LLM chose, if it named any of those probed (it may choose only among them), at most two."""
+    return [kb for kb in dict.fromkeys(choice.kbs) if kb in probed][:2] or None
 
 
 ROUTE_SYSTEM = (
