@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from bot.agent.models import Turn
-from tools.text import STOPWORDS, has_cjk, raw_tokens
+from tools.text import STOPWORDS, content_terms, has_cjk, raw_tokens
 
 MAX_HISTORY_TURNS = 8
 
@@ -169,6 +169,16 @@ CONDENSE_SYSTEM = (
     "Resolve pronouns and ellipsis from the conversation. Keep the user's language. If the message already "
     "stands alone, return it unchanged. Never answer the question. Reply as JSON."
 )
+
+
+def usable_rewrite(rewrite: CondensedQuery, question: str, history: Sequence[Turn]) -> str | None:
+    """The LLM's standalone query, if it is one. A rewrite must be about the conversation: one that
+    shares no term with it (a small model answered "standalone_querry") would derail every later step."""
+    query = " ".join(rewrite.standalone_query.split())
+    if not query or len(query) > 4 * max(len(question), 200):
+        return None
+    said = content_terms(" ".join([question, *(t.text for t in history[-MAX_HISTORY_TURNS:])]))
+    return query if content_terms(query) & said else None
 
 
 def condense_messages(question: str, history: Sequence[Turn]) -> list[dict]:

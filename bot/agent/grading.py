@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from tools.search import Evidence
-from tools.text import identifiers, keyword_terms, mentions
+from tools.text import content_terms, has_cjk, identifiers, keyword_terms, mentions
 
 # Calibrated on the leave-one-out benchmark (SciFact/Cranfield/CISI KBs, one dataset's queries sent to the
-# others): out-of-KB best cosines have 97th percentile 0.44, in-KB ones 3rd percentile 0.44, so a best chunk
-# at 0.44 or above is evidence and below it needs the query's terms (docs/benchmarks.md).
+# others): STRONG_COSINE is where the best cosines of out-of-KB and in-KB questions barely overlap, so a
+# best chunk at or above it is evidence and one below it needs the query's terms (docs/benchmarks.md).
 STRONG_COSINE = 0.44  # enough on its own
 MIN_COSINE = 0.40  # below this, nothing counts as evidence
 MIN_COVERAGE = 0.5  # with a cosine between the two, this share of query terms must be covered
@@ -48,6 +48,14 @@ _CALENDAR = frozenset(
 def specific_terms(question: str) -> list[str]:
     """Names and numbers in the question that an answer must be about (not sentence-initial words)."""
     return [m.group(1) for m in _SPECIFIC.finditer(question.strip()) if m.group(1).lower() not in _CALENDAR]
+
+
+def measure_coverage(query: str, evidence: Sequence[Evidence], term_known: Callable[[str], bool]) -> None:
+    """Set each chunk's `coverage`: the share of the query's content terms it (or its header) contains."""
+    # CJK bigrams that straddle two words never occur in any text; count only those the KB knows.
+    query_terms = {t for t in content_terms(query) if not has_cjk(t) or term_known(t)}
+    for e in evidence:
+        e.coverage = len(query_terms & content_terms(f"{e.chunk.header}\n{e.chunk.text}")) / max(len(query_terms), 1)
 
 
 def grade_offline(query: str, evidence: Sequence[Evidence], term_known: Callable[[str], bool]) -> Verdict:
@@ -90,6 +98,27 @@ class GradeVerdict(BaseModel):
     relevant_ids: list[str]
     sufficient: bool
     missing: str
+
+
+def worth_asking(offline: Verdict, evidence: Sequence[Evidence]) -> bool:
+    """Whether the LLM should judge this evidence. Whatever an offline rule accepted, it reads; a missing
+    name is a fact, not a judgement call, and evidence too weak for any offline rule is not worth a call."""
+    if not evidence:
+        return False
+    if offline.sufficient:
+        return True
+    return "never mentions" not in offline.reason and max(e.cosine for e in evidence) >= MIN_COSINE
+
+
+def llm_verdict(answer: GradeVerdict, evidence: Sequence[Evidence]) -> Verdict:
+    """The LLM's verdict on passages E1..En, in chunk ids: sufficient only if it names a passage it was shown."""
+    labels = {f"E{i + 1}": e.chunk_id for i, e in enumerate(evidence)}
+    relevant = tuple(labels[r] for r in answer.relevant_ids if r in labels)
+    if answer.sufficient and not relevant:  # "sufficient", but citing no passage it was shown
+        reason = "the LLM named no valid passage as relevant"
+    else:
+        reason = "the evidence answers the question" if answer.sufficient else f"missing: {answer.missing or 'unspecified'}"
+    return Verdict(answer.sufficient and bool(relevant), reason, relevant, answer.missing)
 
 
 GRADE_SYSTEM = (

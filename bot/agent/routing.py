@@ -9,7 +9,7 @@ as the first round's evidence: nothing is searched twice.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,8 +27,8 @@ IDENTIFIER_WEIGHT = 0.1
 # KBs scoring within this margin of the best are searched together (multi-source evidence).
 CO_ROUTE_MARGIN = 0.04
 # A thread stays on its subject: each KB's score also counts the mean of its scores for the thread's
-# last few questions, and the same for the bot's last few answers (they came from somewhere). Tuned on
-# half of MTRAG-UN's tasks: routing of condensed queries 0.895 → 0.945 (questions) → 0.957 (+ answers).
+# last few questions, and the same for the bot's last few answers (they came from somewhere). Weight
+# and window tuned on half of MTRAG-UN's multi-turn tasks (docs/benchmarks.md).
 THREAD_WEIGHT = 0.75
 THREAD_TURNS = 4
 
@@ -78,6 +78,11 @@ def description_similarities(
 class RouteChoice(BaseModel):
     kbs: list[str]
     reason: str
+
+
+def usable_choice(choice: RouteChoice, probed: Collection[str]) -> list[str] | None:
+    """The KBs the LLM chose, if it named any of those probed (it may choose only among them), at most two."""
+    return [kb for kb in dict.fromkeys(choice.kbs) if kb in probed][:2] or None
 
 
 ROUTE_SYSTEM = (

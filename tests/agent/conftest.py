@@ -3,8 +3,8 @@
 - `agent_settings` / `agent_service` / `offline_engine` (module): one private copy of the synced sample
   store per test module, and one offline engine over it. Answering reads only, so the tests of a module
   share them; a test that changes the store uses `sample_service` (its own copy) instead.
-- `fake_openai` (module) / `fake_llm` (per test, reset): the fake OpenAI-compatible server of
-  `fake_openai.py` on 127.0.0.1.
+- `fake_openai` (module) / `fake_llm` (per test, reset, checked): the fake OpenAI-compatible server of
+  `tests/helpers/fake_openai.py` on 127.0.0.1.
 - `llm_engine` / `make_llm_engine(**settings)`: an engine in LLM mode over `agent_service`, talking to
   `fake_llm`.
 - `fixture_questions`: tests/fixtures/sample_questions.jsonl, by question text.
@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from fake_openai import API_KEY, FakeOpenAI
+from helpers.fake_openai import API_KEY, FakeOpenAI
 from helpers.settings import build_settings
 
 from bot.config import REPO_ROOT, Settings
@@ -74,10 +74,14 @@ def fake_openai() -> Iterator[FakeOpenAI]:
 
 @pytest.fixture
 def fake_llm(fake_openai: FakeOpenAI) -> Iterator[FakeOpenAI]:
-    """The module's fake server, with nothing scripted and nothing recorded."""
+    """The module's fake server, with nothing scripted and nothing recorded. A scripted handler that
+    raised during the test fails it (at teardown), whatever the engine made of the HTTP 400."""
     fake_openai.reset()
-    yield fake_openai
-    fake_openai.reset()
+    try:
+        yield fake_openai
+        fake_openai.check()
+    finally:
+        fake_openai.reset()
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""LLM mode against a fake OpenAI-compatible server on 127.0.0.1 (tests/agent/fake_openai.py).
+"""LLM mode against a fake OpenAI-compatible server on 127.0.0.1 (tests/helpers/fake_openai.py).
 
 The engine, the `openai` client, tenacity and the sample store are all real; only the model is
 scripted. Every test states what the "model" says and checks what kbbot does with it: use it when it
@@ -14,7 +14,7 @@ import re
 import time
 
 import pytest
-from fake_openai import API_KEY, Reply, Request, chat, error, pipeline
+from helpers.fake_openai import API_KEY, Reply, Request, chat, error, pipeline
 
 from bot.agent import answering
 from bot.agent.engine import MAX_ROUNDS
@@ -293,12 +293,16 @@ def test_answer_citing_a_passage_that_does_not_exist_is_not_an_answer(llm_engine
 
     assert len(passages(fake_llm.of_kind("answer")[0])) == 3, "the model saw exactly 3 passages"
     assert "[7]" not in answer.answer and "never expire" not in answer.answer
-    assert any("no valid citation" in note for note in answer.notes)
-    # What is left is the offline extractive answer, properly cited — or a refusal.
-    if answer.status == "answered":
-        assert answer.mode == "offline" or answer.rounds[-1].policy == "llm"
-        assert_citations_live(answer, agent_service)
-        assert all(1 <= c.n <= 3 for c in answer.citations)
+    assert answer.notes == ["the LLM's answer had no valid citation: extractive answer used"]
+    # What is left is the extractive answer from the same three passages, properly cited (the route
+    # and the grade were the LLM's).
+    assert answer.status == "answered" and answer.mode == "llm"
+    assert [r.policy for r in answer.rounds] == ["llm"]
+    assert "3600 seconds" in answer.answer
+    shown = answer.rounds[-1].evidence_ids[:3]  # E1-E3, the passages three_relevant named
+    assert answer.citations and {c.chunk_id for c in answer.citations} <= set(shown)
+    assert [c.n for c in answer.citations] == list(range(1, len(answer.citations) + 1))
+    assert_citations_live(answer, agent_service)
 
 
 def test_invalid_marker_dropped_valid_one_kept_and_renumbered(llm_engine, fake_llm):
@@ -315,11 +319,19 @@ def test_invalid_marker_dropped_valid_one_kept_and_renumbered(llm_engine, fake_l
     assert citation.n == 1 and citation.document == "api-reference.pdf"
 
 
-def test_model_saying_insufficient_falls_back_to_the_evidence(llm_engine, fake_llm):
+def test_model_saying_insufficient_falls_back_to_the_evidence(llm_engine, fake_llm, agent_service):
+    """The grade found the passage that answers; a model that then says INSUFFICIENT does not turn that
+    into a refusal: the answer is extracted from the passage, and the trace says so."""
     fake_llm.handler = token_pipeline(answer=chat("INSUFFICIENT"))
     answer = llm_engine.answer(TOKEN_QUESTION)
-    assert "INSUFFICIENT" not in answer.answer
-    assert answer.status == "insufficient_context" or answer.citations
+
+    assert answer.status == "answered" and answer.mode == "llm"
+    assert "INSUFFICIENT" not in answer.answer and "3600 seconds" in answer.answer
+    assert answer.notes == ["the LLM's answer had no valid citation: extractive answer used"]
+    [shown] = passages(fake_llm.of_kind("answer")[0]).values()  # the one passage graded relevant
+    [citation] = answer.citations
+    [chunk] = agent_service.store.get_chunks(citation.kb, [citation.chunk_id])
+    assert chunk.text == shown and "3600" in chunk.text
 
 
 @pytest.mark.parametrize(
@@ -432,17 +444,23 @@ def test_injected_instructions_reach_the_llm_only_as_quoted_data(llm_engine, fak
     assert "PWNED" not in answer.answer
 
 
-def test_a_model_that_obeys_the_injection_changes_nothing(llm_engine, fake_llm, agent_service):
+def test_a_model_that_obeys_the_injection_changes_nothing(llm_engine, offline_engine, fake_llm, agent_service):
     fake_llm.handler = lambda request: chat("PWNED")
     answer = llm_engine.answer(INJECTION_QUESTION)
 
     assert _assert_only_quoted(fake_llm, INJECTION_LINE) >= 1
-    assert "PWNED" not in answer.answer or answer.citations
-    assert answer.answer.strip() != "PWNED"
-    if answer.status == "answered":
-        assert answer.mode == "offline"
-        assert_citations_live(answer, agent_service)
-    assert any("no valid citation" in n or "malformed" in n for n in answer.notes)
+    assert "PWNED" not in answer.answer, "a cited answer must not say it either"
+    # Every step fell back: the answer is exactly the offline engine's, cited from the evidence.
+    offline = offline_engine.answer(INJECTION_QUESTION)
+    assert answer.status == offline.status == "answered" and answer.mode == "offline"
+    assert answer.answer == offline.answer
+    assert [c.chunk_id for c in answer.citations] == [c.chunk_id for c in offline.citations]
+    assert_citations_live(answer, agent_service)
+    assert answer.notes == [
+        "LLM unavailable for routing (malformed RouteChoice output (JSONDecodeError)): offline routing used",
+        "LLM unavailable for grading (malformed GradeVerdict output (JSONDecodeError)): offline check used",
+        "the LLM's answer had no valid citation: extractive answer used",
+    ]
 
 
 def test_route_prompt_quotes_passages_even_when_they_contain_quotes(agent_service):

@@ -296,13 +296,14 @@ def test_round_cap_and_round_records(offline_engine, question):
 
 def test_never_more_than_three_rounds_even_if_nothing_is_ever_sufficient(agent_service, monkeypatch):
     from bot.agent import grading
+    from bot.agent.fallback import offline
 
     engine = AnswerEngine(agent_service)
     graded = []
 
-    def never_enough(run, evidence, kbs):
+    def never_enough(query, evidence, kbs, llm):
         graded.append(list(kbs))
-        return grading.Verdict(False, "test: never sufficient", missing=run.standalone), "offline"
+        return offline(grading.Verdict(False, "test: never sufficient", missing=query))
 
     monkeypatch.setattr(engine, "grade", never_enough)
     answer = engine.answer("How many vacation days do full-time staff get per year?")
@@ -320,6 +321,7 @@ def test_later_rounds_are_judged_by_the_standalone_question(agent_service, monke
     import numpy as np
 
     from bot.agent import grading
+    from bot.agent.fallback import offline
     from tools import search
 
     if not snapshot:
@@ -327,9 +329,9 @@ def test_later_rounds_are_judged_by_the_standalone_question(agent_service, monke
     engine = AnswerEngine(agent_service)
     seen = []
 
-    def record(run, evidence, kbs):
+    def record(query, evidence, kbs, llm):
         seen.append([(e.chunk, e.cosine) for e in evidence])
-        return grading.Verdict(False, "test: never sufficient", missing=run.standalone), "offline"
+        return offline(grading.Verdict(False, "test: never sufficient", missing=query))
 
     monkeypatch.setattr(engine, "grade", record)
     question = "Could you possibly tell me how many vacation days full-time staff get per year?"

@@ -10,6 +10,11 @@ What it answers is up to the test:
 
 With neither, a request gets HTTP 500 (and the test sees the engine's offline fallback).
 
+A handler that raises (a failing assert in a script, a bug in it) is a failure of the test, not a
+fault of the "server": the request gets HTTP 400 (not retried, so the engine goes offline at once),
+the exception is kept, and `check()` — called by the `fake_llm` fixtures after every test — raises
+it. Without that, the engine's fallback would turn a broken script into a passing test.
+
 Replies are `Reply(status, headers, body)`; `chat(text)` builds a chat.completion body, `reply(...)`
 wraps a status/headers/body. `kind_of(request)` tells which of kbbot's calls a request is
 ("CondensedQuery", "RouteChoice", "GradeVerdict" — the json_schema names — or "answer" for the plain
@@ -22,6 +27,7 @@ import contextlib
 import json
 import threading
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -94,6 +100,7 @@ class FakeOpenAI:
         self.requests: list[Request] = []
         self.queue: deque[Reply] = deque()
         self.handler: Callable[[Request], Reply] | None = None
+        self.failures: list[str] = []  # tracebacks of handlers that raised, for check()
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -172,6 +179,7 @@ class FakeOpenAI:
             self.requests.clear()
             self.queue.clear()
             self.handler = None
+            self.failures.clear()
 
     def enqueue(self, *replies: Reply) -> None:
         with self._lock:
@@ -187,8 +195,17 @@ class FakeOpenAI:
             return error(500, "nothing scripted")
         try:
             return handler(request)
-        except Exception as exc:  # a broken script shows as a 599, not as a hung client
-            return error(599, f"fake handler failed: {exc!r}")
+        except Exception as exc:  # kept for check(); the client gets an answer, not a hang
+            with self._lock:
+                self.failures.append(f"{request.kind} request: " + "".join(traceback.format_exception(exc)))
+            return error(400, f"fake handler failed: {exc!r}")
+
+    def check(self) -> None:
+        """Raise if a handler raised since the last reset: the test's script is wrong, so is the test."""
+        with self._lock:
+            failures = list(self.failures)
+        if failures:
+            raise AssertionError(f"{len(failures)} fake OpenAI handler call(s) failed; the first:\n{failures[0]}")
 
     # --- reading what was asked --------------------------------------------------------------
 
