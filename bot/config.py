@@ -30,6 +30,7 @@ class Settings(BaseSettings):
     openai_base_url: str | None = Field(None, alias="OPENAI_BASE_URL")
     chat_model: str = Field("gpt-4o-mini", alias="KBBOT_CHAT_MODEL")
     llm_timeout_s: float = Field(30.0, alias="KBBOT_LLM_TIMEOUT")
+    question_deadline_s: float = Field(60.0, alias="KBBOT_QUESTION_DEADLINE", gt=0)
 
     chroma_host: str | None = Field(None, alias="CHROMA_HOST")
     chroma_port: int = Field(8000, alias="CHROMA_PORT")

@@ -177,7 +177,10 @@ class KnowledgeBot:
                 continue
             targets.append(KbTarget(name, entry.description))
         first = [name for name in permissions.searched_first(origin, entries) if name in readable]
-        answer = self.engine.answer(question, history, kb, kbs=targets, preferred=first, on_status=on_status)
+        answer = self.engine.answer(
+            question, history, kb, kbs=targets, preferred=first, on_status=on_status,
+            deadline=self.settings.question_deadline_s,
+        )
         answer.notes.extend(notes)
         answer_id = self.records.log_answer(origin, answer) if origin.recorded else None
         return AskResult(answer, answer_id)
