@@ -147,9 +147,9 @@ class LocalMiniLM:
         return _cached_query_embedding(self, text)
 
     def _encode_one(self, text: str) -> np.ndarray:
-        # One short text gains next to nothing from a second intra-op thread, and on a busy machine
-        # the threads wait for each other: measured with 2 shared cores, p50 16-60 ms on one thread
-        # vs 530-600 ms on two. Queries are encoded on one thread (the lock keeps the restore exact).
+        # One short text gains next to nothing from a second intra-op thread, and on a busy machine the
+        # threads wait for each other (docs/benchmarks.md, "Measurements behind the code's constants").
+        # Queries are encoded on one thread (the lock keeps the restore exact).
         import torch
 
         with _QUERY_THREAD_LOCK:

@@ -33,8 +33,8 @@ from tools.text import TOKENIZER_VERSION, keyword_terms
 
 logging.getLogger("bm25s").setLevel(logging.WARNING)
 
-# k1/b: the Anserini defaults (robust across BEIR); on SciFact train they beat 1.2/0.75 in the fused
-# ranking by ~0.004 nDCG@10 — chunks are short and similar in length, so less length normalisation.
+# k1/b: the Anserini defaults (robust across BEIR), better than 1.2/0.75 in the fused ranking on SciFact train
+# (docs/benchmarks.md): chunks are short and similar in length, so less length normalisation.
 K1, B = 0.9, 0.4
 FORMAT = f"kbbot-bm25/2+{TOKENIZER_VERSION}+k1={K1},b={B}"
 DOCUMENT_WEIGHT = 1.0

@@ -198,7 +198,7 @@ class HybridSearcher:
                 f"{snap.vectors.shape[1]}-d vectors; run `kbbot kb reindex` or switch the embedding settings back"
             )
         # einsum, not BLAS: a matrix-vector product this size gains nothing from BLAS threads, and on a
-        # busy machine they wait for each other (12 ms vs 2 ms for 12k chunks on 2 shared cores).
+        # busy machine they wait for each other (docs/benchmarks.md).
         cosine = np.einsum("ij,j->i", snap.vectors, query_vector)
         cosine[~snap.present] = -2.0
         dense = cosine
