@@ -114,11 +114,8 @@ def content_hash(data: bytes) -> str:
 
 def file_content_hash(path: Path) -> str:
     """content_hash() of a file, read in blocks (a folder of big files is never all in memory)."""
-    digest = hashlib.sha256(PIPELINE_VERSION + b"\0")
     with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, lambda: hashlib.sha256(PIPELINE_VERSION + b"\0")).hexdigest()
 
 
 class Ingestor:

@@ -167,3 +167,14 @@ def answer_units(text: str) -> list[TextUnit]:
         units.append(unit)
     close_run()
     return units
+
+
+def shorten(text: str, limit: int) -> str:
+    """At most `limit` characters on one line, cut at a word where one is near the end, with "…"."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    if " " in cut[limit // 2 :]:
+        cut = cut.rsplit(" ", 1)[0]
+    return cut + "…"

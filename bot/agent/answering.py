@@ -18,7 +18,7 @@ import numpy as np
 from bot.agent.grading import evidence_block, names_all
 from bot.agent.models import Citation
 from tools.search import Evidence
-from tools.text import answer_units, content_terms, has_cjk, identifiers
+from tools.text import answer_units, content_terms, has_cjk, identifiers, shorten
 
 MAX_SENTENCES = 3
 MAX_ANSWER_CHARS = 700
@@ -77,16 +77,11 @@ def make_citation(n: int, evidence: Evidence, excerpt: str | None = None) -> Cit
         kb=chunk.kb,
         document=chunk.document,
         chunk_id=chunk.chunk_id,
-        excerpt=_shorten(text, EXCERPT_CHARS),
+        excerpt=shorten(text, EXCERPT_CHARS),
         score=round(evidence.score, 4),
         location=chunk.location,
         source_url=chunk.source_url,
     )
-
-
-def _shorten(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + "…"
 
 
 # Sentences re-scored by meaning: the lexical front-runners (answer-type bonus included). Their

@@ -12,10 +12,12 @@ from bot.core.models import (
     KbView,
     Turn,
     Upload,
+    shorten,
 )
 from bot.core.origin import Origin, Surface
 
 __all__ = [
-    "SUPPORTED_SUFFIXES", "USER_ERRORS", "AccessDenied", "Answer", "AskResult", "Citation", "DocView", "EmptyQuestion", "IngestReport", "KnowledgeBaseError",
-    "KbView", "KnowledgeBot", "NotFound", "Origin", "Surface", "Turn", "Upload",
+    "SUPPORTED_SUFFIXES", "USER_ERRORS", "AccessDenied", "Answer", "AskResult", "Citation", "DocView", "EmptyQuestion",
+    "IngestReport", "KbView", "KnowledgeBaseError", "KnowledgeBot", "NotFound", "Origin", "Surface", "Turn", "Upload",
+    "shorten",
 ]

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from bot.agent.models import Answer, Citation, RoundTrace, Route, Turn
 from tools.ingest import DocumentResult, IngestReport
 from tools.parsing import SUPPORTED_SUFFIXES
+from tools.text import shorten
 
 
 @dataclass(frozen=True)
@@ -56,5 +57,5 @@ class Upload:
 
 __all__ = [
     "SUPPORTED_SUFFIXES", "Answer", "AskResult", "Citation", "DocView", "DocumentResult", "IngestReport", "KbView", "RoundTrace", "Route",
-    "Turn", "Upload",
+    "Turn", "Upload", "shorten",
 ]

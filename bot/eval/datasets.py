@@ -41,13 +41,9 @@ def read_jsonl(path: Path) -> Iterator[dict]:
                     raise DatasetError(f"{path}:{number}: not JSON ({exc})") from exc
 
 
-def file_digest(*paths: Path) -> str:
-    digest = hashlib.sha256()
-    for path in paths:
-        with path.open("rb") as handle:
-            for block in iter(lambda h=handle: h.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
+def file_digest(path: Path) -> str:
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 @dataclass

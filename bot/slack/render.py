@@ -44,6 +44,7 @@ from slack_sdk.models.blocks import (
 )
 
 from bot.core import Answer, Citation
+from bot.core import shorten as plain_shorten
 
 FEEDBACK_ACTION_ID = "kb_feedback"
 NOT_FOUND_HEADING = ":mag: *The knowledge bases don't have enough to answer this.*"
@@ -137,13 +138,8 @@ def safe_url(url: object) -> str | None:
 
 
 def shorten(text: str, limit: int) -> str:
-    text = " ".join(sanitize(text).split())
-    if len(text) <= limit:
-        return text
-    cut = text[: limit - 1]
-    if " " in cut[limit // 2 :]:
-        cut = cut.rsplit(" ", 1)[0]
-    return cut + "…"
+    """Sanitized, on one line, at most `limit` characters."""
+    return plain_shorten(sanitize(text), limit)
 
 
 def mrkdwn_link(url: str, label: str) -> str:

@@ -1,5 +1,7 @@
 """`/kb help|list|ask|upload|delete`: acknowledged at once; everything slow runs on the work pools."""
 
+import logging
+
 from slack_bolt import Ack, BoltContext, Respond
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
@@ -11,6 +13,10 @@ from bot.slack.conversation import BUSY, ask
 from bot.slack.deps import SlackDeps
 from bot.slack.markup import clean_text
 from bot.slack.render import escape, shorten
+
+log = logging.getLogger(__name__)
+
+LIST_FAILED = ":warning: Sorry — I couldn't list the knowledge bases right now. Please try again in a minute."
 
 
 def origin_of(command: dict) -> Origin:
@@ -52,13 +58,19 @@ def handle_kb_command(deps: SlackDeps, ack: Ack, command: dict, client: WebClien
 
 
 def list_kbs(deps: SlackDeps, respond: Respond, origin: Origin) -> None:
+    try:
+        views = deps.bot.visible_kbs(origin)
+    except Exception:
+        log.exception("/kb list failed")
+        respond(text=LIST_FAILED, response_type="ephemeral")
+        return
     entries = [
         KbEntry(
             name=v.name, description=v.description, restricted=v.restricted, may_upload=v.may_upload,
             documents=len(v.documents), ready_documents=v.ready_documents, chunks=v.chunks,
             docs=[DocEntry(d.name, d.state, d.chunks, d.error, d.source_url) for d in v.documents], note=v.note,
         )
-        for v in deps.bot.visible_kbs(origin)
+        for v in views
     ]
     respond(text="Knowledge bases you can use here", blocks=kb_list_blocks(entries), response_type="ephemeral")
 
@@ -93,6 +105,10 @@ def delete_document(deps: SlackDeps, respond: Respond, origin: Origin, kb: str, 
         return
     except NotFound as exc:
         respond(text=f":x: {escape(shorten(str(exc), 300))}", response_type="ephemeral")
+        return
+    except Exception:  # the store failed: the log says why, the person gets no exception text
+        log.exception("/kb delete failed")
+        respond(text=":warning: Sorry — I couldn't delete it right now. Please try again in a minute.", response_type="ephemeral")
         return
     respond(text=f":wastebasket: Deleted `{escape(document)}` from `{escape(kb)}`.", response_type="ephemeral")
 
