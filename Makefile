@@ -24,6 +24,7 @@ run: setup
 
 test: setup
 	$(BIN)/ruff check bot tools tests
+	$(BIN)/ruff format --check bot tools tests
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 

@@ -74,7 +74,9 @@ def cmd_kb_list(args: argparse.Namespace, settings: Settings) -> int:
         print("No knowledge bases yet. Create one with `kbbot kb create NAME --description TEXT`.")
     for s in summaries:
         access = {"public": "", "restricted": " · restricted"}.get(s.visibility or "", " · command line only")
-        print(f"{s.name}: {s.ready_documents}/{s.documents} documents ready, {s.chunks} chunks{access} — {s.description}")
+        print(
+            f"{s.name}: {s.ready_documents}/{s.documents} documents ready, {s.chunks} chunks{access} — {s.description}"
+        )
         if s.problem:
             print(f"  ! {s.problem}")
     return EXIT_OK
@@ -83,8 +85,13 @@ def cmd_kb_list(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_kb_create(args: argparse.Namespace, settings: Settings) -> int:
     with _bot(settings) as bot:
         bot.create_kb(
-            _cli(), args.name, args.description, restricted=args.restricted, allowed_channels=args.allowed_channel,
-            channels=args.channel, uploaders=args.uploader,
+            _cli(),
+            args.name,
+            args.description,
+            restricted=args.restricted,
+            allowed_channels=args.allowed_channel,
+            channels=args.channel,
+            uploaders=args.uploader,
         )
         print(f"created knowledge base {args.name!r} ({'restricted' if args.restricted else 'public'})")
     return EXIT_OK
@@ -164,8 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
     kb_create.set_defaults(handler=cmd_kb_create)
     kb_sync = kb.add_parser("sync", help="ingest every declared knowledge base's docs/ folder")
     kb_sync.add_argument("--json", action="store_true")
-    kb_sync.add_argument("--keep-missing", action="store_true",
-                         help="keep documents whose file left docs/ (default: remove them)")
+    kb_sync.add_argument(
+        "--keep-missing", action="store_true", help="keep documents whose file left docs/ (default: remove them)"
+    )
     kb_sync.set_defaults(handler=cmd_kb_sync)
     kb_delete = kb.add_parser("delete-doc", help="delete a document from a knowledge base")
     kb_delete.add_argument("--kb", required=True)

@@ -16,9 +16,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(
-        env_file=".env", env_file_encoding="utf-8", extra="ignore", populate_by_name=True
-    )
+    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore", populate_by_name=True)
 
     data_dir: Path = Field(Path(".kbbot"), alias="KBBOT_DATA_DIR")
     knowledge_bases_dir: Path = Field(REPO_ROOT / "knowledge_bases", alias="KBBOT_KNOWLEDGE_BASES_DIR")
@@ -93,8 +91,11 @@ class Settings(BaseSettings):
             chroma_port=self.chroma_port,
             max_upload_bytes=self.max_upload_bytes,
             parse_limits=ParseLimits(
-                max_pdf_pages=self.max_pdf_pages, timeout_s=self.parse_timeout_s, max_memory_mb=self.parse_max_memory_mb,
-                max_inflated_mb=self.max_inflated_mb, max_nesting_depth=self.max_nesting_depth,
+                max_pdf_pages=self.max_pdf_pages,
+                timeout_s=self.parse_timeout_s,
+                max_memory_mb=self.parse_max_memory_mb,
+                max_inflated_mb=self.max_inflated_mb,
+                max_nesting_depth=self.max_nesting_depth,
                 max_chars=self.max_document_chars,
             ),
         )

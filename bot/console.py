@@ -97,7 +97,10 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
                 failures += 1
                 print(json.dumps({"question": row["question"], "error": str(exc)}) if args.json else f"error: {exc}")
                 continue
-            print(json.dumps(answer.to_json(), ensure_ascii=False) if args.json else render_text(answer) + "\n", flush=True)
+            print(
+                json.dumps(answer.to_json(), ensure_ascii=False) if args.json else render_text(answer) + "\n",
+                flush=True,
+            )
         return 1 if failures else 0
 
     try:

@@ -26,6 +26,7 @@ Notation used in the document sources below:
     other lines        -> paragraph text; consecutive lines are joined
     **bold** and `code` are rendered in DOCX, and stripped in PDF.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,18 +51,20 @@ DOCS: dict[str, dict] = {}
 
 def doc(path: str, *, title: str, author: str, header: str = "", lang: str = "en"):
     def register(src: str) -> str:
-        DOCS[path] = {"title": title, "author": author, "header": header,
-                      "lang": lang, "source": src}
+        DOCS[path] = {"title": title, "author": author, "header": header, "lang": lang, "source": src}
         return src
+
     return register
 
 
 # ============================== people ====================================
 
-doc("people/docs/expenses-and-reimbursement.pdf",
+doc(
+    "people/docs/expenses-and-reimbursement.pdf",
     title="Expenses and Reimbursement Policy",
     author="Lumen Freight Finance Operations",
-    header="Lumen Freight - Internal policy PPL-FIN-002")("""
+    header="Lumen Freight - Internal policy PPL-FIN-002",
+)("""
 # Expenses and Reimbursement Policy
 
 Policy ID PPL-FIN-002. Owners: Finance Operations and People Operations. Applies to all employees outside mainland China; Shanghai office employees follow the Chinese-language Shanghai expense policy instead.
@@ -159,10 +162,12 @@ Contractors do not use Ledgerly and are not eligible for the per diem or a corpo
 Ask in #ask-finance on Slack or e-mail expenses@lumenfreight.example. Finance Operations answers within one business day.
 """)
 
-doc("people/docs/benefits-overview.pdf",
+doc(
+    "people/docs/benefits-overview.pdf",
     title="Benefits Overview 2026",
     author="Lumen Freight People Operations",
-    header="Lumen Freight - Benefits Overview 2026")("""
+    header="Lumen Freight - Benefits Overview 2026",
+)("""
 # Benefits Overview 2026 (United States and Netherlands)
 
 This overview summarises the benefits for employees in the United States (the Austin hub and remote US employees) and in the Netherlands (the Rotterdam hub and remote Dutch employees). Shanghai office benefits are described in the Chinese-language Shanghai office guide. Benefits start on your first day of employment; there is no waiting period.
@@ -235,10 +240,12 @@ Contractors are not eligible for Lumen benefits: no health insurance, HSA contri
 - MindBridge helpline: see the Wellbeing page of the People portal.
 """)
 
-doc("people/docs/remote-work-and-equipment.docx",
+doc(
+    "people/docs/remote-work-and-equipment.docx",
     title="Remote Work and Home Office Equipment Policy",
     author="Lumen Freight People Operations",
-    header="Lumen Freight - Internal")("""
+    header="Lumen Freight - Internal",
+)("""
 # Remote Work and Home Office Equipment Policy
 
 Policy ID PPL-RW-003. Owners: People Operations and IT. This policy explains where you can work from, how we equip your home office, and what to do with equipment when you leave.
@@ -305,11 +312,13 @@ Return your laptop, YubiKey and any monitors within **14 days** of your last wor
 Contractors normally use their own equipment and are not eligible for the setup budget, the internet allowance or coworking memberships. A Lumen-managed laptop is issued to a contractor only if they need access to production systems or customer data, and only after approval by the Security team. Contractors using their own devices must keep full-disk encryption enabled and the operating system up to date.
 """)
 
-doc("people/docs/shanghai-office-guide-zh.docx",
+doc(
+    "people/docs/shanghai-office-guide-zh.docx",
     title="上海办公室指南：考勤与休假",
     author="Lumen Freight 上海人力资源",
     header="Lumen Freight 上海办公室 - 内部资料",
-    lang="zh")("""
+    lang="zh",
+)("""
 # 上海办公室指南：考勤与休假
 
 本指南适用于路明货运科技（上海）有限公司的全体正式员工，介绍办公室基本信息、考勤打卡规则、各类假期以及日常福利。如与劳动合同或上海市相关法规不一致，以法律法规为准。
@@ -390,10 +399,12 @@ doc("people/docs/shanghai-office-guide-zh.docx",
 
 # ============================== engineering ================================
 
-doc("engineering/docs/deploy-process.docx",
+doc(
+    "engineering/docs/deploy-process.docx",
     title="Deploy Process for Lumen Dispatch Services",
     author="Lumen Freight Platform Engineering",
-    header="Lumen Engineering - Internal")("""
+    header="Lumen Engineering - Internal",
+)("""
 # Deploy Process for Lumen Dispatch Services
 
 Owner: Platform Engineering. Every service in the Lumen Dispatch platform is deployed with the `lumen-ship` CLI, which wraps our Kubernetes rollout tooling. Every deploy goes through the same path: staging, then a production canary, then full production. This page describes that path, the deploy windows and freezes, and how to roll back.
@@ -459,10 +470,12 @@ Risky or user-visible changes ship behind feature flags in **Semaphore**, our fl
 The Release Captain is a weekly rotating role among senior engineers. The Release Captain watches deploy health in `#deploys`, approves freeze exceptions together with the VP of Engineering, and can pause all production deploys with `lumen-ship pause --all` if the platform is unstable.
 """)
 
-doc("engineering/docs/postmortem-template.docx",
+doc(
+    "engineering/docs/postmortem-template.docx",
     title="Postmortem Template",
     author="Lumen Freight Site Reliability Engineering",
-    header="Lumen Engineering - Internal")("""
+    header="Lumen Engineering - Internal",
+)("""
 # Postmortem Template
 
 Owner: Site Reliability Engineering. Copy this template into the Lumen Wiki space **ENG-PM** and name the page with the next free number, for example `PM-2025-041`. Postmortems at Lumen are **blameless**: we describe what the system and the process allowed to happen, never who is at fault. The deadlines for each severity are defined on the incident severity levels page.
@@ -547,10 +560,12 @@ On 12 August 2025 route optimization jobs queued for up to 25 minutes because a 
 | Alert on queue age above 5 minutes | SRE | P1 | REL-2293 | 11 September 2025 |
 """)
 
-doc("engineering/docs/database-failover-runbook.pdf",
+doc(
+    "engineering/docs/database-failover-runbook.pdf",
     title="Runbook: Dispatch Database Failover",
     author="Lumen Freight Database Reliability Engineering",
-    header="Lumen Engineering Runbook - dispatch-db-prod")("""
+    header="Lumen Engineering Runbook - dispatch-db-prod",
+)("""
 # Runbook: Dispatch Database Failover
 
 Owner: Database Reliability Engineering (DBRE). Service: dispatch-db-prod. Klaxon escalation policy: dbre-escalation. Read the whole runbook once before you need it; during an incident, follow the steps in order and post each command you run in the incident channel.
@@ -638,10 +653,12 @@ Use this only when us-east-2 is unavailable or both in-region replicas are lost.
 
 # ============================== product ====================================
 
-doc("product/docs/api-reference.pdf",
+doc(
+    "product/docs/api-reference.pdf",
     title="Lumen Dispatch REST API Reference (v2)",
     author="Lumen Freight Developer Relations",
-    header="Lumen Dispatch API Reference v2")("""
+    header="Lumen Dispatch API Reference v2",
+)("""
 # Lumen Dispatch REST API Reference (v2)
 
 The Lumen Dispatch API lets you create orders, start route optimizations, read vehicles and drivers, and receive webhooks when deliveries happen. It is a JSON API over HTTPS (TLS 1.2 or later). All timestamps are ISO 8601 in UTC.
@@ -753,10 +770,12 @@ Your endpoint must return a 2xx status within 10 seconds. Failed deliveries are 
 Additive changes (new endpoints, new optional fields, new event types) are made without a version change, so your client must ignore unknown fields. Breaking changes get a new major version. API v1 is deprecated and will be sunset on 30 June 2026; after that date, v1 requests return HTTP 410 Gone. See the migration guide in the developer portal.
 """)
 
-doc("product/docs/integrations.docx",
+doc(
+    "product/docs/integrations.docx",
     title="Lumen Dispatch Integrations",
     author="Lumen Freight Product Management",
-    header="Lumen Dispatch Documentation")("""
+    header="Lumen Dispatch Documentation",
+)("""
 # Lumen Dispatch Integrations
 
 Lumen Dispatch connects to the systems where your orders come from, where your vehicles report their position, and where your finance team invoices. Integrations are managed by account owners under **Settings > Integrations**. This page lists the available integrations, the plans that include them and how each one is set up.
@@ -831,10 +850,12 @@ The **Integration Health** page (Settings > Integrations > Health) shows the las
 
 # ============================== finance ====================================
 
-doc("finance/docs/fy2027-board-financial-plan.pdf",
+doc(
+    "finance/docs/fy2027-board-financial-plan.pdf",
     title="FY2027 Financial Plan - Board Approved",
     author="Lumen Freight Office of the CFO",
-    header="CONFIDENTIAL - Lumen Freight FY2027 Financial Plan")("""
+    header="CONFIDENTIAL - Lumen Freight FY2027 Financial Plan",
+)("""
 # FY2027 Financial Plan (Board Approved)
 
 CONFIDENTIAL. Prepared by the Office of the CFO. Approved by the Board of Directors on 22 January 2026. Fiscal year FY2027 runs from 1 February 2026 to 31 January 2027. All figures in US dollars.
@@ -902,10 +923,12 @@ The downside scenario is triggered automatically if the Q2 reforecast projects f
 - The Audit Committee reviews the plan-versus-actual variance every quarter.
 """)
 
-doc("finance/docs/budget-approval-thresholds.docx",
+doc(
+    "finance/docs/budget-approval-thresholds.docx",
     title="Budget and Spend Approval Thresholds",
     author="Lumen Freight Office of the CFO",
-    header="CONFIDENTIAL - Lumen Freight Finance")("""
+    header="CONFIDENTIAL - Lumen Freight Finance",
+)("""
 # Budget and Spend Approval Thresholds
 
 Owner: Office of the CFO. Effective **1 February 2026** (start of FY2027). This policy sets who must approve purchase commitments: purchase orders, contracts, SaaS subscriptions, agency and consulting engagements. It does not cover employee expense claims, which follow the expenses policy in the People handbook.
@@ -971,6 +994,7 @@ Exceptions to this policy can only be granted by the CFO, in writing, and are lo
 # --------------------------------------------------------------------------
 # Parsing the notation
 # --------------------------------------------------------------------------
+
 
 def parse_blocks(src: str) -> list[tuple]:
     """Turn the notation into a list of blocks: (kind, payload)."""
@@ -1060,6 +1084,7 @@ def inline_runs(text: str) -> list[tuple[str, bool, bool]]:
 # PDF rendering (fpdf2)
 # --------------------------------------------------------------------------
 
+
 def render_pdf(meta: dict, blocks: list[tuple], out: Path) -> None:
     from fpdf import FPDF
 
@@ -1093,8 +1118,7 @@ def render_pdf(meta: dict, blocks: list[tuple], out: Path) -> None:
     def text_block(text: str, size: float = 10.5, style: str = "", indent: float = 0):
         pdf.set_font("Helvetica", style, size)
         pdf.set_x(pdf.l_margin + indent)
-        pdf.multi_cell(pdf.epw - indent, size * 0.5, plain(text), align="L",
-                       new_x="LMARGIN", new_y="NEXT")
+        pdf.multi_cell(pdf.epw - indent, size * 0.5, plain(text), align="L", new_x="LMARGIN", new_y="NEXT")
 
     for kind, payload in blocks:
         if kind == "h1":
@@ -1124,13 +1148,11 @@ def render_pdf(meta: dict, blocks: list[tuple], out: Path) -> None:
         elif kind == "code":
             pdf.set_font("Courier", "", 9.5)
             pdf.set_fill_color(242, 242, 242)
-            pdf.multi_cell(0, 5, payload, fill=True, align="L",
-                           new_x="LMARGIN", new_y="NEXT")
+            pdf.multi_cell(0, 5, payload, fill=True, align="L", new_x="LMARGIN", new_y="NEXT")
             pdf.ln(2)
         elif kind == "table":
             pdf.set_font("Helvetica", "", 9.5)
-            with pdf.table(text_align="LEFT", line_height=5.5,
-                           first_row_as_headings=True) as table:
+            with pdf.table(text_align="LEFT", line_height=5.5, first_row_as_headings=True) as table:
                 for row in payload:
                     r = table.row()
                     for cell in row:
@@ -1146,8 +1168,10 @@ def render_pdf(meta: dict, blocks: list[tuple], out: Path) -> None:
 # DOCX rendering (python-docx)
 # --------------------------------------------------------------------------
 
+
 def _set_east_asian_font(style, font_name: str) -> None:
     from docx.oxml.ns import qn
+
     rpr = style.element.get_or_add_rPr()
     rfonts = rpr.find(qn("w:rFonts"))
     if rfonts is None:
@@ -1158,6 +1182,7 @@ def _set_east_asian_font(style, font_name: str) -> None:
 
 def _add_runs(paragraph, text: str) -> None:
     from docx.shared import Pt
+
     for segment, bold, code in inline_runs(text):
         run = paragraph.add_run(segment)
         if bold:
@@ -1250,6 +1275,7 @@ def normalise_zip(data: bytes) -> bytes:
 
 
 # --------------------------------------------------------------------------
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

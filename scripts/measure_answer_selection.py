@@ -46,8 +46,12 @@ def main() -> None:
     manifests = args.data_dir / "no-declared-kbs"
     manifests.mkdir(parents=True, exist_ok=True)
     settings = Settings(
-        _env_file=None, KBBOT_DATA_DIR=args.data_dir, KBBOT_KNOWLEDGE_BASES_DIR=manifests,
-        OPENAI_API_KEY=None, OPENAI_BASE_URL=None, CHROMA_HOST=None,
+        _env_file=None,
+        KBBOT_DATA_DIR=args.data_dir,
+        KBBOT_KNOWLEDGE_BASES_DIR=manifests,
+        OPENAI_API_KEY=None,
+        OPENAI_BASE_URL=None,
+        CHROMA_HOST=None,
     )
     service = KnowledgeService(settings.tools)
     rows = [json.loads(line) for line in (DATASET / "questions.jsonl").open(encoding="utf-8")]
@@ -67,7 +71,9 @@ def main() -> None:
         query_vector = embedder.embed_query(question)
         chunks = [e.chunk for e in evidence]
         pooled = service.store.unit_vectors(embedder.model_name, embedder.dimension, chunks)
-        chunk_vectors = {c.chunk_id: v for c, v in service.store.get_chunks_with_vectors(KB, [c.chunk_id for c in chunks])}
+        chunk_vectors = {
+            c.chunk_id: v for c, v in service.store.get_chunks_with_vectors(KB, [c.chunk_id for c in chunks])
+        }
         contrast = {}
         for chunk_id, units in pooled.items():
             pushed = chunk_vectors[chunk_id] + 2 * (units - chunk_vectors[chunk_id])
@@ -76,8 +82,11 @@ def main() -> None:
             "lexical": {},
             "encoded": {"query_vector": query_vector, "embed": embedder.embed_documents},
             "pooled": {"query_vector": query_vector, "embed": embedder.embed_documents, "unit_vectors": pooled},
-            "pooled, contrast ×2": {"query_vector": query_vector, "embed": embedder.embed_documents,
-                                    "unit_vectors": contrast},
+            "pooled, contrast ×2": {
+                "query_vector": query_vector,
+                "embed": embedder.embed_documents,
+                "unit_vectors": contrast,
+            },
         }
         for name, options in variants.items():
             started = time.perf_counter()
@@ -87,7 +96,9 @@ def main() -> None:
             hits[name] += any(answer.lower() in text for answer in row["answers"])
     print(f"{len(answerable)} answerable SQuAD 2.0 questions; answer text contains a gold answer:")
     for name in hits:
-        print(f"  {name:22s} {hits[name] / len(answerable):.3f}   answer step mean {1000 * seconds[name] / len(answerable):.1f} ms")
+        print(
+            f"  {name:22s} {hits[name] / len(answerable):.3f}   answer step mean {1000 * seconds[name] / len(answerable):.1f} ms"
+        )
 
 
 if __name__ == "__main__":

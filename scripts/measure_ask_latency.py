@@ -66,7 +66,9 @@ def ensure_corpus(service, dataset: Path) -> int:
         service.create_kb(KB, DESCRIPTION)
     report = service.ingestor.ingest_texts(KB, records, progress=True)
     failed = [d for d in report.documents if d.status == "failed"]
-    print(f"ingested in {time.perf_counter() - started:.0f} s: {len(report.documents) - len(failed)} ok, {len(failed)} failed")
+    print(
+        f"ingested in {time.perf_counter() - started:.0f} s: {len(report.documents) - len(failed)} ok, {len(failed)} failed"
+    )
     return len(service.store.live_versions(KB))
 
 
@@ -113,7 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON line too")
     parser.add_argument(
-        "--embedding-cache", type=Path, default=None,
+        "--embedding-cache",
+        type=Path,
+        default=None,
         help="ingest only: serve document embeddings from (and add them to) this cache, as `kbbot eval` does",
     )
     args = parser.parse_args(argv)
@@ -166,7 +170,9 @@ def main(argv: list[str] | None = None) -> int:
         "load_after": after,
     }
     print(f"SciFact KB: {documents} abstracts; {len(latencies)} questions, engine warm, offline, in-process")
-    print(f"ask latency: p50 {summary['p50_ms']} ms · p95 {summary['p95_ms']} ms · mean {summary['mean_ms']} ms · max {summary['max_ms']} ms")
+    print(
+        f"ask latency: p50 {summary['p50_ms']} ms · p95 {summary['p95_ms']} ms · mean {summary['mean_ms']} ms · max {summary['max_ms']} ms"
+    )
     print(f"answered {answered}/{len(latencies)}; mean rounds {summary['mean_rounds']}")
     print("mean per step (ms): " + ", ".join(f"{k} {v}" for k, v in summary["mean_step_ms"].items()))
     print(f"before: {before}\nafter:  {after}")

@@ -73,8 +73,13 @@ def main() -> int:
     texts = [f"{title} {text}".strip() for _, title, text in records]
 
     with tempfile.TemporaryDirectory(prefix="kbbot-measure-") as tmp:
-        settings = Settings(_env_file=None, KBBOT_DATA_DIR=Path(tmp) / "data", KBBOT_KNOWLEDGE_BASES_DIR=Path(tmp) / "none",
-                            OPENAI_API_KEY=None, CHROMA_HOST=None)
+        settings = Settings(
+            _env_file=None,
+            KBBOT_DATA_DIR=Path(tmp) / "data",
+            KBBOT_KNOWLEDGE_BASES_DIR=Path(tmp) / "none",
+            OPENAI_API_KEY=None,
+            CHROMA_HOST=None,
+        )
         started = time.perf_counter()
         embedder = get_embedder(settings.tools)
         load_s = time.perf_counter() - started
@@ -147,13 +152,19 @@ def main() -> int:
         print(json.dumps(result))
     else:
         print(f"SciFact: {result['documents']} abstracts → {result['chunks']} chunks ({result['failed']} failed)")
-        print(f"bare SentenceTransformer.encode: {result['bare_encode_docs_per_s']} docs/s "
-              f"(runs {result['bare_encode_s'][0]} s before, {result['bare_encode_s'][1]} s after the ingest)")
-        print(f"kbbot ingest_texts:              {result['ingest_docs_per_s']} docs/s ({result['ingest_s']} s; "
-              f"{result['ingest_vs_bare']:.0%} of the bare rate)")
+        print(
+            f"bare SentenceTransformer.encode: {result['bare_encode_docs_per_s']} docs/s "
+            f"(runs {result['bare_encode_s'][0]} s before, {result['bare_encode_s'][1]} s after the ingest)"
+        )
+        print(
+            f"kbbot ingest_texts:              {result['ingest_docs_per_s']} docs/s ({result['ingest_s']} s; "
+            f"{result['ingest_vs_bare']:.0%} of the bare rate)"
+        )
         print("ingest phases (s): " + ", ".join(f"{k} {v}" for k, v in result["ingest_phases_s"].items()))
-        print(f"model load {result['model_load_s']} s (in neither number); {result['cpus']} CPUs, "
-              f"load average {result['load_avg_1m']} at the end")
+        print(
+            f"model load {result['model_load_s']} s (in neither number); {result['cpus']} CPUs, "
+            f"load average {result['load_avg_1m']} at the end"
+        )
     return 0 if not failed else 1
 
 

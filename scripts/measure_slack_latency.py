@@ -57,8 +57,12 @@ def percentile(values: list[float], p: float) -> float:
 def summary(values: list[float]) -> dict:
     ms = [v * 1000 for v in values]
     return {
-        "n": len(ms), "p50_ms": round(percentile(ms, 50), 1), "p95_ms": round(percentile(ms, 95), 1),
-        "p99_ms": round(percentile(ms, 99), 1), "max_ms": round(max(ms), 1), "mean_ms": round(statistics.fmean(ms), 1),
+        "n": len(ms),
+        "p50_ms": round(percentile(ms, 50), 1),
+        "p95_ms": round(percentile(ms, 95), 1),
+        "p99_ms": round(percentile(ms, 99), 1),
+        "max_ms": round(max(ms), 1),
+        "mean_ms": round(statistics.fmean(ms), 1),
     }
 
 
@@ -82,13 +86,20 @@ class Probe:
         self.sent = self.ack = 0.0
 
     def first(self, methods: tuple[str, ...], key: str, match: str) -> float | None:
-        times = [c.at for c in self.fake.calls if c.method in methods and c.params.get("channel", c.params.get("channel_id")) == self.channel
-                 and c.params.get(key) == match]
+        times = [
+            c.at
+            for c in self.fake.calls
+            if c.method in methods
+            and c.params.get("channel", c.params.get("channel_id")) == self.channel
+            and c.params.get(key) == match
+        ]
         return min(times) - self.sent if times else None
 
     def feedback(self) -> float | None:
-        options = [self.first(("reactions.add",), "timestamp", self.ts),
-                   self.first(("assistant.threads.setStatus",), "thread_ts", self.ts)]
+        options = [
+            self.first(("reactions.add",), "timestamp", self.ts),
+            self.first(("assistant.threads.setStatus",), "thread_ts", self.ts),
+        ]
         options = [o for o in options if o is not None]
         return min(options) if options else None
 
@@ -99,8 +110,14 @@ class Probe:
 def send_mention(sender: SlackSender, fake: FakeSlack, question: dict) -> tuple[Probe, dict, str]:
     channel = CHANNELS.get(question.get("kb") or "people", "C0PEOPLE01")
     message = fake.add_message(channel, USER, f"<@{BOT_USER}> {question['question']}")
-    event = {"type": "app_mention", "user": USER, "text": message["text"], "ts": message["ts"], "channel": channel,
-             "event_ts": message["ts"]}
+    event = {
+        "type": "app_mention",
+        "user": USER,
+        "text": message["text"],
+        "ts": message["ts"],
+        "channel": channel,
+        "event_ts": message["ts"],
+    }
     probe = Probe(fake, channel, message["ts"])
     event_id = unique("Ev")
     probe.sent = time.monotonic()
@@ -120,15 +137,26 @@ def start_kbbot_serve(data_dir: Path, api_url: str, workdir: Path) -> tuple[subp
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")}
-    env.update({
-        "KBBOT_DATA_DIR": str(data_dir), "KBBOT_KNOWLEDGE_BASES_DIR": str(ROOT / "knowledge_bases"),
-        "SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": SIGNING_SECRET, "SLACK_API_URL": api_url,
-        "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1",
-    })
+    env.update(
+        {
+            "KBBOT_DATA_DIR": str(data_dir),
+            "KBBOT_KNOWLEDGE_BASES_DIR": str(ROOT / "knowledge_bases"),
+            "SLACK_BOT_TOKEN": BOT_TOKEN,
+            "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+            "SLACK_API_URL": api_url,
+            "TOKENIZERS_PARALLELISM": "false",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     kbbot = Path(sys.executable).with_name("kbbot")
     command = [str(kbbot)] if kbbot.exists() else [sys.executable, "-m", "bot.cli"]
-    process = subprocess.Popen([*command, "serve", "--host", "127.0.0.1", "--port", str(port)], env=env, cwd=workdir,
-                               stdout=subprocess.DEVNULL, stderr=open(workdir / "serve.log", "w"))  # noqa: SIM115
+    process = subprocess.Popen(
+        [*command, "serve", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=open(workdir / "serve.log", "w"),
+    )  # noqa: SIM115
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while True:
@@ -143,14 +171,20 @@ def start_kbbot_serve(data_dir: Path, api_url: str, workdir: Path) -> tuple[subp
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", type=Path, default=ROOT / ".kbbot", help="a synced data dir to copy (default: .kbbot)")
+    parser.add_argument(
+        "--data-dir", type=Path, default=ROOT / ".kbbot", help="a synced data dir to copy (default: .kbbot)"
+    )
     parser.add_argument("--sequential", type=int, default=30)
     parser.add_argument("--concurrent", type=int, default=20)
     parser.add_argument("--redeliveries", type=int, default=10)
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args()
 
-    questions = [json.loads(line) for line in (ROOT / "tests/fixtures/sample_questions.jsonl").read_text().splitlines() if line.strip()]
+    questions = [
+        json.loads(line)
+        for line in (ROOT / "tests/fixtures/sample_questions.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
     with tempfile.TemporaryDirectory(prefix="kbbot-latency-") as tmp:
         data_dir = prepare_data_dir(args.data_dir if args.data_dir and args.data_dir.exists() else None, Path(tmp))
         fake = FakeSlack().start()
@@ -158,7 +192,9 @@ def main() -> int:
         sender = SlackSender(events_url, fake)
         try:
             started = time.monotonic()
-            warm, _, _ = send_mention(sender, fake, {"question": "How many vacation days do full-time staff get?", "kb": "people"})
+            warm, _, _ = send_mention(
+                sender, fake, {"question": "How many vacation days do full-time staff get?", "kb": "people"}
+            )
             wait_replies(fake, [warm], timeout=300)  # the first answer loads the model (serve also warms up at start)
             print(f"kbbot serve up and warm in {time.monotonic() - started:.1f}s", file=sys.stderr)
             fake.reset()
@@ -227,15 +263,19 @@ def main() -> int:
     print(header)
 
     def row(name: str, s: dict) -> None:
-        print(f"{name:34} {s['n']:>4} {s['p50_ms']:>7.1f}ms {s['p95_ms']:>7.1f}ms {s['p99_ms']:>7.1f}ms {s['max_ms']:>7.1f}ms")
+        print(
+            f"{name:34} {s['n']:>4} {s['p50_ms']:>7.1f}ms {s['p95_ms']:>7.1f}ms {s['p99_ms']:>7.1f}ms {s['max_ms']:>7.1f}ms"
+        )
 
     row("ack (all events)", results["ack_all"])
     for phase in ("sequential", "concurrent"):
         for metric in ("ack", "first_feedback", "first_reply"):
             row(f"{phase}: {metric.replace('_', ' ')}", results[phase][metric])
     row("redelivery ack", results["redeliveries"]["ack"])
-    print(f"concurrent burst: {args.concurrent} answered in {results['concurrent']['burst_wall_s']} s; "
-          f"redeliveries answered again: {results['redeliveries']['extra_replies']}")
+    print(
+        f"concurrent burst: {args.concurrent} answered in {results['concurrent']['burst_wall_s']} s; "
+        f"redeliveries answered again: {results['redeliveries']['extra_replies']}"
+    )
     return 0
 
 

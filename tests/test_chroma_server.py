@@ -51,14 +51,21 @@ def test_ingest_and_search_through_a_chroma_server(chroma_server, make_settings,
         assert svc.store.keyword_index("ops").search("PagerDuty", 3)[0][0] == "ops/escalation.md@v1#0"
 
         # A new version replaces the old one on the server too.
-        doc.write_text("# Escalation\n\n## Night shift\n\nAfter 23:00 call the on-call lead directly.\n", encoding="utf-8")
+        doc.write_text(
+            "# Escalation\n\n## Night shift\n\nAfter 23:00 call the on-call lead directly.\n", encoding="utf-8"
+        )
         assert svc.ingest("ops", [doc]).documents[0].status == "ready"
         assert collection.get()["ids"] == ["ops/escalation.md@v2#0"]
 
     # Another process sees the same store through the server.
     done = subprocess.run(
-        [sys.executable, "-m", "bot.cli", "kb", "list", "--json"], env=child_env(settings),
-        cwd=str(tmp_path), capture_output=True, text=True, timeout=120, check=False,
+        [sys.executable, "-m", "bot.cli", "kb", "list", "--json"],
+        env=child_env(settings),
+        cwd=str(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert '"name": "ops"' in done.stdout and '"chunks": 1' in done.stdout
@@ -73,9 +80,9 @@ def test_an_unreachable_chroma_server_is_a_one_line_error(make_settings, run_cli
         result = run_cli(settings, *args)
         assert result.code == 1, args
         lines = result.err.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith(f"error: the Chroma server at 127.0.0.1:{port} is unreachable"), (
-            result.err
-        )
+        assert len(lines) == 1 and lines[0].startswith(
+            f"error: the Chroma server at 127.0.0.1:{port} is unreachable"
+        ), result.err
     # Listing reads only the registry: it works without the server (and created nothing above).
     result = run_cli(settings, "kb", "list", "--json")
     assert result.code == 0, result.err

@@ -49,7 +49,14 @@ def test_kb_list_json_contract(sample_settings: Settings, run_cli) -> None:
     assert [kb["name"] for kb in listed] == sorted(kb["name"] for kb in listed)
     for kb in listed:
         assert set(kb) == {
-            "name", "description", "documents", "ready_documents", "chunks", "embedding_model", "visibility", "problem",
+            "name",
+            "description",
+            "documents",
+            "ready_documents",
+            "chunks",
+            "embedding_model",
+            "visibility",
+            "problem",
         }
         assert kb["embedding_model"] == "sentence-transformers/all-MiniLM-L6-v2"
         assert kb["documents"] == kb["ready_documents"] >= 4 and kb["chunks"] > kb["documents"]
@@ -75,8 +82,13 @@ def test_second_sync_reports_zero_embeddings_without_loading_the_model(sample_se
         """
     )
     done = subprocess.run(
-        [sys.executable, "-c", script], env=child_env(sample_settings), cwd=str(sample_settings.data_dir.parent),
-        capture_output=True, text=True, timeout=180, check=False,
+        [sys.executable, "-c", script],
+        env=child_env(sample_settings),
+        cwd=str(sample_settings.data_dir.parent),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
@@ -96,7 +108,9 @@ def test_sync_picks_up_only_what_changed(make_settings, synced_data_dir: Path, t
     result = run_cli(settings, "kb", "sync", "--json")
     assert result.code == 0, result.err
     out = json.loads(result.out)
-    changed = {(r["kb"], d["document"]): d["status"] for r in out["kbs"] for d in r["documents"] if d["status"] != "unchanged"}
+    changed = {
+        (r["kb"], d["document"]): d["status"] for r in out["kbs"] for d in r["documents"] if d["status"] != "unchanged"
+    }
     assert changed == {("product", "status-page.md"): "ready"}
     assert out["embedded_chunks"] == 1
 
@@ -120,7 +134,8 @@ def test_kb_create_then_ingest_and_delete_doc(settings: Settings, tmp_path: Path
     result = run_cli(settings, "ingest", "--kb", "legal", str(doc), "--json")
     assert result.code == 0
     assert json.loads(result.out) == {
-        "kb": "legal", "documents": [{"document": "nda.md", "status": "ready", "chunks": 1, "error": None}],
+        "kb": "legal",
+        "documents": [{"document": "nda.md", "status": "ready", "chunks": 1, "error": None}],
         "embedded_chunks": 1,
     }
     human = run_cli(settings, "ingest", "--kb", "legal", str(doc))

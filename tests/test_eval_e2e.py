@@ -11,8 +11,11 @@ DOCS = [
     ("d4", "Vitamin D", "Vitamin D deficiency is associated with a higher risk of bone fractures in older adults."),
     ("d5", "Protein folding", "Chaperone proteins assist the folding of newly made polypeptides in the cell."),
 ]
-QUERIES = [("q1", "transition of a laminar boundary layer to turbulence"), ("q2", "vitamin D and bone fractures"),
-           ("q3", "how do libraries index documents by subject")]
+QUERIES = [
+    ("q1", "transition of a laminar boundary layer to turbulence"),
+    ("q2", "vitamin D and bone fractures"),
+    ("q3", "how do libraries index documents by subject"),
+]
 QRELS = [("q1", "d1", 2), ("q2", "d4", 1), ("q3", "d3", 1)]
 
 

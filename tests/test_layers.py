@@ -15,8 +15,14 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
 def lint(root: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(LINT_IMPORTS)], cwd=root, capture_output=True, text=True, timeout=120,
-                          env={"PATH": str(LINT_IMPORTS.parent), "PYTHONPATH": str(root)})
+    return subprocess.run(
+        [str(LINT_IMPORTS)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": str(LINT_IMPORTS.parent), "PYTHONPATH": str(root)},
+    )
 
 
 @pytest.fixture

@@ -69,7 +69,9 @@ def test_markdown_without_top_heading_uses_relative_path(tmp_path: Path) -> None
 def test_chunks_keep_their_section_location(tmp_path: Path) -> None:
     path = tmp_path / "long.md"
     body = " ".join(f"Sentence {i} about the parental leave policy and its rules." for i in range(120))
-    path.write_text(f"# Leave\n\n## Parental leave\n\n{body}\n\n## Sick leave\n\nThree days need a note.\n", encoding="utf-8")
+    path.write_text(
+        f"# Leave\n\n## Parental leave\n\n{body}\n\n## Sick leave\n\nThree days need a note.\n", encoding="utf-8"
+    )
     drafts = chunk_document(parse_file(path), whitespace_tokenizer, chunk_tokens=120, overlap_tokens=10)
     parental = [d for d in drafts if d.location == "Leave > Parental leave"]
     assert len(parental) > 3, "a long section is split into several chunks"
@@ -108,8 +110,16 @@ def test_html_boilerplate_stripped_headings_kept(tmp_path: Path) -> None:
     path.write_text(HTML_PAGE, encoding="utf-8")
     parsed = parse_file(path)
     everything = "\n".join(s.text for s in parsed.sections)
-    for junk in ("SCRIPT-TEXT", "ACCEPT-ALL-COOKIES", "HEADER-TEXT", "NAV-LEAVE-LINK", "NAV-BENEFITS",
-                 "SIDEBAR-RELATED-LINKS", "FOOTER-COPYRIGHT", "color: red"):
+    for junk in (
+        "SCRIPT-TEXT",
+        "ACCEPT-ALL-COOKIES",
+        "HEADER-TEXT",
+        "NAV-LEAVE-LINK",
+        "NAV-BENEFITS",
+        "SIDEBAR-RELATED-LINKS",
+        "FOOTER-COPYRIGHT",
+        "color: red",
+    ):
         assert junk not in everything, junk
     assert parsed.title == "Parental leave"
     sections = by_location(parsed)
@@ -142,8 +152,9 @@ def test_html_text_outside_paragraph_tags_is_kept(tmp_path: Path) -> None:
 
 def test_html_without_main_or_headings_falls_back_to_title(tmp_path: Path) -> None:
     path = tmp_path / "note.htm"
-    path.write_text("<html><head><title>Office hours</title></head><body><p>Open 9-17.</p></body></html>",
-                    encoding="utf-8")
+    path.write_text(
+        "<html><head><title>Office hours</title></head><body><p>Open 9-17.</p></body></html>", encoding="utf-8"
+    )
     parsed = parse_file(path)
     assert parsed.title == "Office hours"
     assert [(s.location, s.text) for s in parsed.sections] == [("Office hours", "Open 9-17.")]
@@ -231,7 +242,10 @@ CHINESE_TEXT = (
         ("gb18030", CHINESE_TEXT),
         ("utf-16", CHINESE_TEXT),  # with BOM
         ("utf-8-sig", CP1252_TEXT),
-        ("shift_jis", "東京オフィスの勤務時間は午前九時から午後六時までです。\n会議室の予約は社内ポータルで行ってください。\n"),
+        (
+            "shift_jis",
+            "東京オフィスの勤務時間は午前九時から午後六時までです。\n会議室の予約は社内ポータルで行ってください。\n",
+        ),
     ],
 )
 def test_non_utf8_text_decodes_to_the_right_characters(tmp_path: Path, encoding: str, text: str) -> None:
@@ -324,7 +338,7 @@ def test_binary_file_named_txt_refused(tmp_path: Path, payload: bytes) -> None:
 
 def test_binary_without_nul_bytes_named_md_refused(tmp_path: Path) -> None:
     path = tmp_path / "image.md"
-    path.write_bytes(bytes(b for b in (bytes(range(1, 256)) * 40) if b not in (0x0a, 0x0d)))
+    path.write_bytes(bytes(b for b in (bytes(range(1, 256)) * 40) if b not in (0x0A, 0x0D)))
     assert "binary" in _refusal(path)
 
 

@@ -24,7 +24,11 @@ MIN_CHUNK_CHARS = 80
 MAX_RUN_CHARS = 1000  # no whitespace and no punctuation (a base64 blob, CJK without a full stop)
 MAX_UNPUNCTUATED_CHARS = 3000  # no sentence end and no line break (a keyword dump, one huge line)
 _LONG_RUN = re.compile(
-    r"[^\s.!?;:,。！？；：，、]{" + str(MAX_RUN_CHARS) + r",}|[^\n.!?;:。！？；：]{" + str(MAX_UNPUNCTUATED_CHARS) + ",}"
+    r"[^\s.!?;:,。！？；：，、]{"
+    + str(MAX_RUN_CHARS)
+    + r",}|[^\n.!?;:。！？；：]{"
+    + str(MAX_UNPUNCTUATED_CHARS)
+    + ",}"
 )
 
 

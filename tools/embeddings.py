@@ -85,7 +85,10 @@ class LocalMiniLM:
             return np.zeros((0, self.dimension), dtype=np.float32)
         # sentence-transformers sorts each call's texts by length, so batches pad little.
         return self._model.encode(
-            list(texts), batch_size=64, normalize_embeddings=True, convert_to_numpy=True,
+            list(texts),
+            batch_size=64,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
             show_progress_bar=show_progress,
         ).astype(np.float32)
 
@@ -121,18 +124,19 @@ class LocalMiniLM:
     def _pool_spans(self, text: str, spans: Sequence[tuple[int, int]], token_embeddings) -> np.ndarray:
         # sentence-transformers strips each text before tokenizing; offsets are into the stripped text.
         shift = len(text) - len(text.lstrip())
-        offsets = np.asarray(
-            self._tokenizer(
-                text.strip(), return_offsets_mapping=True, truncation=True, max_length=MINILM_MAX_TOKENS
-            )["offset_mapping"],
-            dtype=np.int64,
-        ).reshape(-1, 2) + shift
+        offsets = (
+            np.asarray(
+                self._tokenizer(
+                    text.strip(), return_offsets_mapping=True, truncation=True, max_length=MINILM_MAX_TOKENS
+                )["offset_mapping"],
+                dtype=np.int64,
+            ).reshape(-1, 2)
+            + shift
+        )
         bounds = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
         real = offsets[:, 1] > offsets[:, 0]  # special tokens ([CLS], [SEP]) have empty offsets
         inside = (
-            real[None, :]
-            & (offsets[None, :, 0] >= bounds[:, None, 0])
-            & (offsets[None, :, 1] <= bounds[:, None, 1])
+            real[None, :] & (offsets[None, :, 0] >= bounds[:, None, 0]) & (offsets[None, :, 1] <= bounds[:, None, 1])
         ).astype(np.float32)
         sums = inside @ token_embeddings[: len(offsets)].float().numpy()
         norms = np.linalg.norm(sums, axis=1, keepdims=True)

@@ -183,9 +183,11 @@ class Ingestor:
                 if suffix not in SUPPORTED_SUFFIXES:
                     raise UnreadableDocument(unsupported_type(suffix))
                 digest = content_hash(data)
-                sources.append(SourceDocument(
-                    name, digest, lambda n=name, d=data: parse_isolated(Path(n), d, limits), source_url, label
-                ))
+                sources.append(
+                    SourceDocument(
+                        name, digest, lambda n=name, d=data: parse_isolated(Path(n), d, limits), source_url, label
+                    )
+                )
             except UnreadableDocument as exc:
                 report.documents.append(DocumentResult(name, "failed", error=f"{name}: {exc}"))
         if not sources:
@@ -200,16 +202,12 @@ class Ingestor:
         if ready:
             self.store.registry.set_origin(kb, ready, origin)
 
-    def ingest_texts(
-        self, kb: str, records: Iterable[tuple[str, str, str]], progress: bool = False
-    ) -> IngestReport:
+    def ingest_texts(self, kb: str, records: Iterable[tuple[str, str, str]], progress: bool = False) -> IngestReport:
         """(name, title, text) records, e.g. a benchmark corpus, through the same pipeline."""
         sources = []
         for name, title, text in records:
             digest = content_hash(f"{title}\n{text}".encode())
-            sources.append(
-                SourceDocument(name, digest, lambda t=title, x=text: ParsedDocument(t, [Section(x, t)]))
-            )
+            sources.append(SourceDocument(name, digest, lambda t=title, x=text: ParsedDocument(t, [Section(x, t)])))
         return self.ingest_sources(kb, sources, progress=progress)
 
     # --- pipeline ----------------------------------------------------------------------------
@@ -276,9 +274,9 @@ class Ingestor:
                         name = file.relative_to(base).as_posix()
                         report.documents.append(DocumentResult(name, "skipped", reason=reason))
             elif path.is_symlink() and not path.exists():
-                report.documents.append(DocumentResult(
-                    path.name, "failed", error=f"{path}: a broken or looping symbolic link"
-                ))
+                report.documents.append(
+                    DocumentResult(path.name, "failed", error=f"{path}: a broken or looping symbolic link")
+                )
             elif path.exists():
                 add(path)  # named explicitly: an unsupported type is an error (source_from_file says so)
             else:
@@ -311,9 +309,10 @@ class Ingestor:
                     continue  # one result per name
                 labels = "; ".join(s.label or s.name for s in clashing)
                 result = DocumentResult(
-                    source.name, "failed",
+                    source.name,
+                    "failed",
                     error=f"{source.name}: {len(clashing)} files in this batch have this name ({labels}); "
-                          "none of them was ingested — rename one, or ingest them separately",
+                    "none of them was ingested — rename one, or ingest them separately",
                 )
             elif live_hashes.get(source.name) == source.content_hash:
                 result = DocumentResult(source.name, "unchanged")
@@ -423,8 +422,9 @@ class Ingestor:
                 outcomes = [Published(p) for p in pendings]
             break
         else:
-            raise _Refused("the knowledge base was re-indexed again and again while this was being ingested; "
-                           "ingest it again")
+            raise _Refused(
+                "the knowledge base was re-indexed again and again while this was being ingested; ingest it again"
+            )
 
         # Published: from here on nothing may raise (the caller would abandon live versions).
         results, replaced, refused = [], [], []

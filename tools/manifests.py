@@ -46,9 +46,7 @@ class KnowledgeBaseManifest:
 
 def validate_kb_name(name: str) -> str:
     if not KB_NAME_PATTERN.match(name):
-        raise ManifestError(
-            f"invalid knowledge base name {name!r}: use 2-63 lowercase letters, digits, '-' or '_'"
-        )
+        raise ManifestError(f"invalid knowledge base name {name!r}: use 2-63 lowercase letters, digits, '-' or '_'")
     return name
 
 
@@ -84,7 +82,7 @@ def _string_list(data: dict, key: str, path: Path) -> tuple[str, ...]:
     """A list of strings; `channels = "C123"` would otherwise become ('C', '1', '2', '3')."""
     value = data.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ManifestError(f"{path}: {key!r} must be a list of strings, like [\"C0123456789\"]", path)
+        raise ManifestError(f'{path}: {key!r} must be a list of strings, like ["C0123456789"]', path)
     return tuple(v.strip() for v in value if v.strip())
 
 
@@ -104,7 +102,8 @@ def discover_manifests(
             manifest = load_manifest(path)
             if manifest.name in found:
                 raise ManifestError(
-                    f"{path}: knowledge base {manifest.name!r} is already declared in {found[manifest.name].docs_dir.parent}",  # type: ignore[union-attr]
+                    f"{path}: knowledge base {manifest.name!r} is already declared in "
+                    f"{found[manifest.name].docs_dir.parent}",  # type: ignore[union-attr]
                     path,
                 )
         except ManifestError as exc:

@@ -160,8 +160,9 @@ class _Pool:
             worker = self._take(limits.max_memory_mb)
         except Exception as exc:  # no processes here (a sandbox): parse in-process, without the hard limits
             self._unavailable = f"{type(exc).__name__}: {exc}"
-            log.warning("cannot start a parsing worker (%s); parsing in-process without time/memory limits",
-                        self._unavailable)
+            log.warning(
+                "cannot start a parsing worker (%s); parsing in-process without time/memory limits", self._unavailable
+            )
             return parse_file(Path(name), data, limits)
         try:
             worker.conn.send((name, data, limits))
@@ -242,4 +243,3 @@ def worker_pids() -> list[int]:
     """The idle workers' process ids (for tests and diagnostics)."""
     with _POOL._lock:
         return [w.process.pid for w in _POOL._idle if w.process.pid]
-

@@ -52,19 +52,25 @@ class ParseLimits:
         return f"parsing needed more memory than the limit of {self.max_memory_mb:,} MB (KBBOT_PARSE_MAX_MEMORY_MB)"
 
     def chars_refusal(self) -> str:
-        return (f"the document has more than {self.max_chars:,} characters of text, over the limit "
-                f"(KBBOT_MAX_DOCUMENT_CHARS)")
+        return (
+            f"the document has more than {self.max_chars:,} characters of text, over the limit "
+            f"(KBBOT_MAX_DOCUMENT_CHARS)"
+        )
 
     def depth_refusal(self, kind: str) -> str:
-        return (f"the {kind} nests elements more than {self.max_nesting_depth} levels deep, over the limit "
-                f"(KBBOT_MAX_NESTING_DEPTH)")
+        return (
+            f"the {kind} nests elements more than {self.max_nesting_depth} levels deep, over the limit "
+            f"(KBBOT_MAX_NESTING_DEPTH)"
+        )
 
     def inflated_refusal(self, what: str, size: int | None = None, cap: int | None = None) -> str:
         cap_mb = (cap if cap is not None else self.max_inflated_bytes) / _MB
         if size is None:
             return f"{what} inflates past the limit of {cap_mb:,.4g} MB (KBBOT_MAX_INFLATED_MB); zip bomb?"
-        return (f"{what} would inflate to {size / _MB:,.0f} MB, over the limit of {cap_mb:,.4g} MB "
-                f"(KBBOT_MAX_INFLATED_MB); zip bomb?")
+        return (
+            f"{what} would inflate to {size / _MB:,.0f} MB, over the limit of {cap_mb:,.4g} MB "
+            f"(KBBOT_MAX_INFLATED_MB); zip bomb?"
+        )
 
 
 DEFAULT_LIMITS = ParseLimits()
@@ -194,8 +200,24 @@ def _utf16_without_bom(raw: bytes) -> str | None:
 # (exotic code pages win on short inputs otherwise: "Café" came out as UTF-16 Hanzi) and, when several
 # fit equally well, takes the earliest: "naïve résumé" is cp1252, not cp1250's "naďve".
 _LEGACY_ENCODINGS = (
-    "cp1252", "iso8859_15", "latin_1", "cp1250", "iso8859_2", "gb18030", "big5", "shift_jis", "euc_jp",
-    "euc_kr", "cp1251", "koi8_r", "cp1253", "cp1254", "cp1257", "cp1255", "cp1256", "mac_roman",
+    "cp1252",
+    "iso8859_15",
+    "latin_1",
+    "cp1250",
+    "iso8859_2",
+    "gb18030",
+    "big5",
+    "shift_jis",
+    "euc_jp",
+    "euc_kr",
+    "cp1251",
+    "koi8_r",
+    "cp1253",
+    "cp1254",
+    "cp1257",
+    "cp1255",
+    "cp1256",
+    "mac_roman",
 )
 _BOMS = (b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")
 
@@ -285,7 +307,42 @@ _BOILERPLATE_HINT = re.compile(r"cookie|consent|banner|breadcrumb|sidebar|menu|n
 
 # Elements that never nest (void) or whose end tag may be left out: they do not count towards depth.
 _HTML_UNCOUNTED = frozenset(
-    ["area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source", "track", "wbr", "p", "li", "dt", "dd", "tr", "td", "th", "thead", "tbody", "tfoot", "colgroup", "caption", "option", "optgroup", "rb", "rt", "rp", "head", "body", "html"]
+    [
+        "area",
+        "base",
+        "br",
+        "col",
+        "embed",
+        "hr",
+        "img",
+        "input",
+        "link",
+        "meta",
+        "param",
+        "source",
+        "track",
+        "wbr",
+        "p",
+        "li",
+        "dt",
+        "dd",
+        "tr",
+        "td",
+        "th",
+        "thead",
+        "tbody",
+        "tfoot",
+        "colgroup",
+        "caption",
+        "option",
+        "optgroup",
+        "rb",
+        "rt",
+        "rp",
+        "head",
+        "body",
+        "html",
+    ]
 )
 _HTML_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9:-]*)([^<>]*)>")
 _HTML_RAW_TEXT = {"script": re.compile(r"</script\s*>", re.I), "style": re.compile(r"</style\s*>", re.I)}
@@ -343,9 +400,59 @@ def _parse_html(raw: bytes, path: Path, limits: ParseLimits) -> ParsedDocument:
     return ParsedDocument(parsed.title if parsed.title != path.stem else (page_title or path.stem), parsed.sections)
 
 
-_HTML_BLOCKS = ("h1", "h2", "h3", "h4", "h5", "h6", "p", "li", "pre", "tr", "dt", "dd", "blockquote", "caption", "figcaption")
+_HTML_BLOCKS = (
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "p",
+    "li",
+    "pre",
+    "tr",
+    "dt",
+    "dd",
+    "blockquote",
+    "caption",
+    "figcaption",
+)
 _HTML_INLINE = frozenset(
-    ["a", "abbr", "b", "bdi", "bdo", "big", "cite", "code", "data", "del", "dfn", "em", "font", "i", "img", "ins", "kbd", "label", "mark", "q", "s", "samp", "small", "span", "strike", "strong", "sub", "sup", "time", "tt", "u", "var", "wbr"]
+    [
+        "a",
+        "abbr",
+        "b",
+        "bdi",
+        "bdo",
+        "big",
+        "cite",
+        "code",
+        "data",
+        "del",
+        "dfn",
+        "em",
+        "font",
+        "i",
+        "img",
+        "ins",
+        "kbd",
+        "label",
+        "mark",
+        "q",
+        "s",
+        "samp",
+        "small",
+        "span",
+        "strike",
+        "strong",
+        "sub",
+        "sup",
+        "time",
+        "tt",
+        "u",
+        "var",
+        "wbr",
+    ]
 )
 
 
@@ -427,10 +534,17 @@ def _parse_pdf(raw: bytes, path: Path, limits: ParseLimits) -> ParsedDocument:
     deadline = time.monotonic() + limits.timeout_s
     # pypdf's own output caps per stream (75 MB by default), lowered to ours when ours is lower.
     inflated = min(limits.max_inflated_bytes, get_configuration().zlib_maximum_output_length)
-    caps = {name: inflated for name in (
-        "zlib_maximum_output_length", "lzw_maximum_output_length", "run_length_maximum_output_length",
-        "brotli_maximum_output_length", "array_based_stream_maximum_output_length",
-    ) if getattr(get_configuration(), name, None) is not None and getattr(get_configuration(), name) > inflated}
+    caps = {
+        name: inflated
+        for name in (
+            "zlib_maximum_output_length",
+            "lzw_maximum_output_length",
+            "run_length_maximum_output_length",
+            "brotli_maximum_output_length",
+            "array_based_stream_maximum_output_length",
+        )
+        if getattr(get_configuration(), name, None) is not None and getattr(get_configuration(), name) > inflated
+    }
     try:
         with apply_configuration(**caps):
             reader = PdfReader(io.BytesIO(raw))
@@ -459,8 +573,19 @@ def _parse_pdf(raw: bytes, path: Path, limits: ParseLimits) -> ParsedDocument:
         if "decompress" in detail.lower() or "output length" in detail.lower():
             raise UnreadableDocument(limits.inflated_refusal("a stream in the PDF", cap=inflated)) from exc
         raise UnreadableDocument(f"the PDF is over a safety limit of the PDF reader ({detail})") from exc
-    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, OSError,
-            NotImplementedError, ArithmeticError, LookupError, AssertionError) as exc:
+    except (
+        PyPdfError,
+        ValueError,
+        KeyError,
+        TypeError,
+        AttributeError,
+        IndexError,
+        OSError,
+        NotImplementedError,
+        ArithmeticError,
+        LookupError,
+        AssertionError,
+    ) as exc:
         raise UnreadableDocument(f"corrupt PDF ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})") from exc
     return ParsedDocument(str(title), sections)
 
@@ -500,8 +625,12 @@ def _join_pdf_lines(text: str) -> str:
             continue
         previous = out[-1] if out else ""
         continues = previous.endswith(",") or line.lstrip()[:1].islower()
-        if previous and not re.search(r"[.!?:;。！？：]$", previous) and not _PDF_BLOCK_START.match(line) \
-                and (len(previous) > 40 or continues):
+        if (
+            previous
+            and not re.search(r"[.!?:;。！？：]$", previous)
+            and not _PDF_BLOCK_START.match(line)
+            and (len(previous) > 40 or continues)
+        ):
             out[-1] = f"{out[-1]} {line.strip()}"
         else:
             out.append(line)

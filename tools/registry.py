@@ -337,7 +337,11 @@ class Registry:
     @staticmethod
     def _kb(row: sqlite3.Row) -> KbRecord:
         return KbRecord(
-            row["name"], row["description"], row["embedding_model"], row["dimension"], row["collection"],
+            row["name"],
+            row["description"],
+            row["embedding_model"],
+            row["dimension"],
+            row["collection"],
             row["generation"],
         )
 
@@ -402,8 +406,14 @@ class Registry:
     @staticmethod
     def _document(row: sqlite3.Row) -> DocumentRecord:
         return DocumentRecord(
-            row["kb"], row["name"], row["state"], row["error"], row["live_version"], row["live_hash"],
-            row["live_chunks"], row["source_url"],
+            row["kb"],
+            row["name"],
+            row["state"],
+            row["error"],
+            row["live_version"],
+            row["live_hash"],
+            row["live_chunks"],
+            row["source_url"],
         )
 
     def set_origin(self, kb: str, names: list[str], origin: str | None) -> None:
@@ -500,7 +510,11 @@ class Registry:
                 pendings.append(PendingVersion(kb, document, version, bool(existing and existing["live_version"])))
 
     def publish_version(
-        self, pending: PendingVersion, content_hash: str, chunks: int, source_url: str | None,
+        self,
+        pending: PendingVersion,
+        content_hash: str,
+        chunks: int,
+        source_url: str | None,
         collection: str | None = None,
     ) -> Published:
         """Flip the new version live in one transaction (see publish_versions)."""
@@ -605,7 +619,8 @@ class Registry:
     @staticmethod
     def _abandon(db: sqlite3.Connection, kb: str, document: str, version: int, reason: str) -> None:
         cursor = db.execute(
-            "UPDATE versions SET state = 'failed' WHERE kb = ? AND document = ? AND version = ? AND state = 'processing'",
+            "UPDATE versions SET state = 'failed'"
+            " WHERE kb = ? AND document = ? AND version = ? AND state = 'processing'",
             (kb, document, version),
         )
         if cursor.rowcount == 0:
@@ -625,7 +640,10 @@ class Registry:
     def recover_interrupted(self, kb: str) -> list[tuple[str, int]]:
         """Versions left `processing` by a dead process: abandon them; return (document, version)."""
         with self._connect() as db:  # the common case, nothing in flight, needs no write lock
-            if db.execute("SELECT 1 FROM versions WHERE kb = ? AND state = 'processing' LIMIT 1", (kb,)).fetchone() is None:
+            if (
+                db.execute("SELECT 1 FROM versions WHERE kb = ? AND state = 'processing' LIMIT 1", (kb,)).fetchone()
+                is None
+            ):
                 return []
         with self._transaction() as db:
             rows = db.execute(
@@ -666,7 +684,9 @@ class Registry:
                 [(kb, document, version, index, model, blob) for document, version, index, blob in rows],
             )
 
-    def unit_vectors(self, kb: str, model: str, chunks: list[tuple[str, int, int]]) -> dict[tuple[str, int, int], bytes]:
+    def unit_vectors(
+        self, kb: str, model: str, chunks: list[tuple[str, int, int]]
+    ) -> dict[tuple[str, int, int], bytes]:
         """Saved vectors of (document, version, chunk index) computed with `model`; absent ones omitted."""
         found = {}
         with self._connect() as db:
@@ -734,9 +754,15 @@ class Registry:
                        channels = excluded.channels, allowed_channels = excluded.allowed_channels,
                        uploaders = excluded.uploaders, problem = NULL, updated_at = excluded.updated_at""",
                 (
-                    manifest.name, source, path, manifest.description, manifest.visibility,
-                    json.dumps(list(manifest.channels)), json.dumps(list(manifest.allowed_channels)),
-                    json.dumps(list(manifest.uploaders)), time.time(),
+                    manifest.name,
+                    source,
+                    path,
+                    manifest.description,
+                    manifest.visibility,
+                    json.dumps(list(manifest.channels)),
+                    json.dumps(list(manifest.allowed_channels)),
+                    json.dumps(list(manifest.uploaders)),
+                    time.time(),
                 ),
             )
 

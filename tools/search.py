@@ -93,8 +93,14 @@ class HybridSearcher:
         self._snapshots: dict[str, _Snapshot] = {}
         self._lock = threading.Lock()
 
-    def search(self, query: str, kb: str, k: int = 8, query_vector: np.ndarray | None = None,
-               judge_vector: np.ndarray | None = None) -> SearchResult:
+    def search(
+        self,
+        query: str,
+        kb: str,
+        k: int = 8,
+        query_vector: np.ndarray | None = None,
+        judge_vector: np.ndarray | None = None,
+    ) -> SearchResult:
         """The top k chunks for `query`. With `judge_vector`, the evidence is ranked for the query but its
         `cosine` is measured against that vector: a reformulated search is judged by the question it must
         answer, so rephrasing can find new evidence but never makes weak evidence look strong."""
@@ -188,8 +194,9 @@ class HybridSearcher:
             documents /= np.maximum(np.linalg.norm(documents, axis=1, keepdims=True), 1e-12)
         return _Snapshot(keyword, chunks, vectors, present, documents, owner)
 
-    def _search_snapshot(self, snap: _Snapshot, query_vector: np.ndarray, bm25_all: np.ndarray | None,
-                         n: int, timings: dict[str, float]) -> list[Evidence]:
+    def _search_snapshot(
+        self, snap: _Snapshot, query_vector: np.ndarray, bm25_all: np.ndarray | None, n: int, timings: dict[str, float]
+    ) -> list[Evidence]:
         t = time.perf_counter()
         query_vector = np.asarray(query_vector, dtype=np.float32)
         if query_vector.shape[0] != snap.vectors.shape[1]:
@@ -234,8 +241,15 @@ class HybridSearcher:
 
     # --- Chroma path (very large KBs) ----------------------------------------------------------
 
-    def _search_chroma(self, kb: str, query_vector: np.ndarray, keyword: KeywordIndex, bm25_all: np.ndarray | None,
-                       n: int, timings: dict[str, float]) -> list[Evidence]:
+    def _search_chroma(
+        self,
+        kb: str,
+        query_vector: np.ndarray,
+        keyword: KeywordIndex,
+        bm25_all: np.ndarray | None,
+        n: int,
+        timings: dict[str, float],
+    ) -> list[Evidence]:
         t = time.perf_counter()
         dense_hits = self.store.dense_search(kb, query_vector, n)
         timings["dense"] = _ms(t)

@@ -130,11 +130,18 @@ class KnowledgeService:
         for name, manifest in good.items():
             path = str(manifest.docs_dir.parent / "kb.toml") if manifest.docs_dir else None
             known = stored.get(name)
-            if known is None or known.manifest != manifest or known.problem or (known.source, known.path) != ("declared", path):
+            if (
+                known is None
+                or known.manifest != manifest
+                or known.problem
+                or (known.source, known.path) != ("declared", path)
+            ):
                 registry.save_manifest(manifest, "declared", path)
             record = registry.get_kb(name)
             if record is not None and record.description != manifest.description:
-                registry.upsert_kb(name, manifest.description, record.embedding_model, record.dimension, record.collection)
+                registry.upsert_kb(
+                    name, manifest.description, record.embedding_model, record.dimension, record.collection
+                )
         problems: list[str] = []
         noted: set[str] = set()
         by_path = {r.path: name for name, r in stored.items() if r.path}
@@ -148,7 +155,11 @@ class KnowledgeService:
         for name, record in stored.items():
             if record.source != "declared" or name in good or name in noted:
                 continue
-            where = f"{record.path} is missing" if root.is_dir() else f"the knowledge bases folder {root} is missing (KBBOT_KNOWLEDGE_BASES_DIR)"
+            where = (
+                f"{record.path} is missing"
+                if root.is_dir()
+                else f"the knowledge bases folder {root} is missing (KBBOT_KNOWLEDGE_BASES_DIR)"
+            )
             if record.problem != where:
                 registry.note_manifest_problem(name, where, record.path)
             problems.append(f"{name}: {where}")
@@ -163,7 +174,9 @@ class KnowledgeService:
         entries: dict[str, KbEntry] = {}
         for name in sorted(records.keys() | stored.keys()):
             record, known = records.get(name), stored.get(name)
-            if record is None and (known is None or known.source != "declared" or known.manifest is None or known.problem):
+            if record is None and (
+                known is None or known.source != "declared" or known.manifest is None or known.problem
+            ):
                 continue  # a declaration that is gone, of a KB that was never created: nothing to use
             manifest = known.manifest if known else None
             problem = known.problem if known else None
@@ -189,7 +202,9 @@ class KnowledgeService:
         known = self.store.registry.manifests().get(name)
         if known is None or known.source != "declared":
             rules = manifest or KnowledgeBaseManifest(name, description.strip())
-            self.store.registry.save_manifest(replace(rules, name=name, description=description.strip()), "created", None)
+            self.store.registry.save_manifest(
+                replace(rules, name=name, description=description.strip()), "created", None
+            )
 
     def open_kb(self, name: str) -> None:
         """Make sure a KB exists (declared ones are created on first use) and is usable."""
@@ -209,9 +224,14 @@ class KnowledgeService:
             record = self.store.registry.get_kb(entry.name) if entry.exists else None
             summaries.append(
                 KbSummary(
-                    entry.name, entry.description, len(docs), sum(d.state == "ready" for d in docs),
-                    sum(d.live_chunks for d in docs if d.live_version), record.embedding_model if record else None,
-                    entry.manifest.visibility if entry.manifest else None, entry.problem or entry.model_problem,
+                    entry.name,
+                    entry.description,
+                    len(docs),
+                    sum(d.state == "ready" for d in docs),
+                    sum(d.live_chunks for d in docs if d.live_version),
+                    record.embedding_model if record else None,
+                    entry.manifest.visibility if entry.manifest else None,
+                    entry.problem or entry.model_problem,
                 )
             )
         return summaries
@@ -264,7 +284,8 @@ class KnowledgeService:
         # from Slack (no link), is that file's, so sync owns it from now on.
         unchanged = {d.document for d in report.documents if d.status == "unchanged"}
         adopt = [
-            d.name for d in registry.list_documents(kb)
+            d.name
+            for d in registry.list_documents(kb)
             if d.name in unchanged and origins.get(d.name) is None and d.source_url is None
         ]
         if adopt:
@@ -275,9 +296,9 @@ class KnowledgeService:
             return
         if keep_missing:
             for name in missing:
-                report.documents.append(DocumentResult(
-                    name, "missing", reason="its file is no longer in docs/; kept (--keep-missing)"
-                ))
+                report.documents.append(
+                    DocumentResult(name, "missing", reason="its file is no longer in docs/; kept (--keep-missing)")
+                )
             return
         for name in missing:
             registry.delete_document(kb, name)

@@ -292,10 +292,14 @@ class KnowledgeStore:
             return
         lock = DataDirLock.acquire(self.data_dir)
         try:
-            self._handle.client = chromadb.PersistentClient(path=str(self.data_dir / "chroma"), settings=chroma_settings)
+            self._handle.client = chromadb.PersistentClient(
+                path=str(self.data_dir / "chroma"), settings=chroma_settings
+            )
         except Exception as exc:
             lock.release()
-            raise KnowledgeBaseError(f"cannot open the Chroma store in {self.data_dir / 'chroma'}: {_short(exc)}") from exc
+            raise KnowledgeBaseError(
+                f"cannot open the Chroma store in {self.data_dir / 'chroma'}: {_short(exc)}"
+            ) from exc
         self._handle.lock = lock
 
     def _unreachable_message(self, exc: BaseException) -> str:
@@ -490,7 +494,9 @@ class KnowledgeStore:
             self._live[kb] = cached
         return cached
 
-    def save_unit_vectors(self, kb: str, model: str, chunks: Sequence[StoredChunk], vectors: Sequence[np.ndarray]) -> None:
+    def save_unit_vectors(
+        self, kb: str, model: str, chunks: Sequence[StoredChunk], vectors: Sequence[np.ndarray]
+    ) -> None:
         """Each chunk's answer-unit vectors (float16: only their ranking matters)."""
         self.registry.save_unit_vectors(
             kb,
@@ -510,7 +516,9 @@ class KnowledgeStore:
             for chunk in mine:
                 blob = blobs.get((chunk.document, chunk.version, chunk.index))
                 if blob is not None and len(blob) % (2 * dimension) == 0:
-                    found[chunk.chunk_id] = np.frombuffer(blob, dtype=np.float16).reshape(-1, dimension).astype(np.float32)
+                    found[chunk.chunk_id] = (
+                        np.frombuffer(blob, dtype=np.float16).reshape(-1, dimension).astype(np.float32)
+                    )
         return found
 
     def live_chunks(self, kb: str) -> list[StoredChunk]:
@@ -575,7 +583,9 @@ class KnowledgeStore:
                 return []
             wanted = min(count, k + max(0, count - live_total))
             result = collection.query(
-                query_embeddings=[query_vector.tolist()], n_results=wanted, include=["documents", "metadatas", "distances"]
+                query_embeddings=[query_vector.tolist()],
+                n_results=wanted,
+                include=["documents", "metadatas", "distances"],
             )
         hits = []
         for cid, text, meta, distance in zip(

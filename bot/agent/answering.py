@@ -267,7 +267,9 @@ def validate_llm_answer(text: str, evidence: Sequence[Evidence]) -> DraftAnswer 
 
     text = re.sub(r"\[([^\[\]\n]*)\]\(\s*<?([^()\s<>]*)>?\s*\)", markdown_link, text)
     text = re.sub(r"<([a-zA-Z][a-zA-Z0-9+.-]*:[^|>\s]*)\|([^>\n]*)>", slack_link, text)
-    text = re.sub(r"<((?:https?|ftp|mailto):[^>\s]*)>", lambda m: m.group(1) if cited(m.group(1)) else "", text, flags=re.I)
+    text = re.sub(
+        r"<((?:https?|ftp|mailto):[^>\s]*)>", lambda m: m.group(1) if cited(m.group(1)) else "", text, flags=re.I
+    )
     # bare URLs, outside the Markdown links kept above (their URL is cited, so the check passes there)
     text = re.sub(bare_url, bare, text, flags=re.I)
     used: dict[int, int] = {}

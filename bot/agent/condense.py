@@ -26,9 +26,29 @@ _CONNECTIVE = re.compile(
     re.I,
 )
 _CJK_CONNECTIVE = re.compile(r"^\s*(?:那么|那|还有|另外|而且|然后|如果是)[，,\s]*")
-_PRONOUNS = {"it", "its", "they", "them", "their", "theirs", "this", "that", "these", "those",
-             "he", "him", "his", "she", "her", "hers", "there", "one", "ones"}
-# "Is there a limit?" refers to nothing: existential "there" is not the pronoun "there" ("what's the office like there?").
+_PRONOUNS = {
+    "it",
+    "its",
+    "they",
+    "them",
+    "their",
+    "theirs",
+    "this",
+    "that",
+    "these",
+    "those",
+    "he",
+    "him",
+    "his",
+    "she",
+    "her",
+    "hers",
+    "there",
+    "one",
+    "ones",
+}
+# "Is there a limit?" refers to nothing: existential "there" is not the pronoun "there"
+# ("what's the office like there?").
 _EXISTENTIAL_THERE = re.compile(
     r"\b(?:is|are|was|were|will|would|be)\s+there\b|\bthere\s+(?:is|are|was|were|be|will|would|has|have|had)\b|\bthere['’]s\b",
     re.I,
@@ -36,8 +56,29 @@ _EXISTENTIAL_THERE = re.compile(
 _SUBJECT_PRONOUNS = re.compile(r"\b(it|they|them|he|she|him|her|this|that)\b", re.I)
 _POSSESSIVE_PRONOUNS = re.compile(r"\b(its|their|his|her)\b", re.I)
 _CJK_PRONOUN = re.compile(r"(它们|它|他们|她们|他|她|这个|那个|其)")
-_QUESTION_WORDS = {"what", "how", "when", "where", "who", "whom", "which", "why", "much", "many",
-                   "long", "does", "do", "did", "is", "are", "can", "could", "should", "would", "will"}
+_QUESTION_WORDS = {
+    "what",
+    "how",
+    "when",
+    "where",
+    "who",
+    "whom",
+    "which",
+    "why",
+    "much",
+    "many",
+    "long",
+    "does",
+    "do",
+    "did",
+    "is",
+    "are",
+    "can",
+    "could",
+    "should",
+    "would",
+    "will",
+}
 # Proper-noun-ish phrases: capitalised words not at a sentence start, e.g. "Anna Vissi", "Shanghai office".
 _CAPITALISED = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][\w'’-]+(?:\s+(?:of|the|de|van|von)?\s*[A-Z][\w'’-]+)*)")
 
@@ -74,7 +115,9 @@ def main_subject(text: str) -> str | None:
     A multi-word name may start the sentence ("Anna Vissi early life"); a single word may not."""
     candidates = [m.group(1) for m in _CAPITALISED.finditer(text) if m.group(1).lower() not in STOPWORDS]
     candidates += [
-        m.group(1) for m in _NAME_PHRASE.finditer(text) if m.group(1).split()[0].lower() not in _QUESTION_WORDS | STOPWORDS
+        m.group(1)
+        for m in _NAME_PHRASE.finditer(text)
+        if m.group(1).split()[0].lower() not in _QUESTION_WORDS | STOPWORDS
     ]
     return max(candidates, key=len) if candidates else None
 
@@ -107,7 +150,9 @@ def condense_offline(
     new_words = content_words(core)
     carried = [w for w in content_words(previous) if w not in new_words and w.lower() not in core.lower()]
     replacements = (
-        _replacements(new_words, carried, similarity, _names(question), _names(previous)) if new_words and carried else {}
+        _replacements(new_words, carried, similarity, _names(question), _names(previous))
+        if new_words and carried
+        else {}
     )
     if replacements and len(new_words) <= MAX_SUBSTITUTION_WORDS:
         # "and for contractors?" after "How much parental leave do employees get?" is that question

@@ -88,8 +88,15 @@ class AnswerEngine:
             kbs = [KbTarget(r.name, r.description) for r in self.service.store.registry.list_kbs()]
         text, notes = self._clean_question(question)
         asked = Question(
-            text=text, history=tuple(history), targets={t.name: t for t in kbs}, pinned=kb, preferred=tuple(preferred),
-            deadline=until, on_status=on_status, language=messages.language_of(text), started=started,
+            text=text,
+            history=tuple(history),
+            targets={t.name: t for t in kbs},
+            pinned=kb,
+            preferred=tuple(preferred),
+            deadline=until,
+            on_status=on_status,
+            language=messages.language_of(text),
+            started=started,
         )
         answer: Answer = await self._workflow.run(start_event=AskEvent(question=asked, notes=notes))
         return answer
@@ -121,8 +128,10 @@ class AnswerEngine:
         if not history:
             return offline(question)
         return llm_step(
-            fallback.CONDENSE, llm,
-            lambda: condense.condense_messages(question, history), condense.CondensedQuery,
+            fallback.CONDENSE,
+            llm,
+            lambda: condense.condense_messages(question, history),
+            condense.CondensedQuery,
             lambda rewrite: condense.usable_rewrite(rewrite, question, history),
             lambda: condense.condense_offline(question, history, self.word_similarity),
         )
@@ -139,8 +148,10 @@ class AnswerEngine:
         """Which of the probed KBs to search. The LLM may only pick among them."""
         descriptions = {kb: t.description for kb, t in targets.items()}
         return llm_step(
-            fallback.ROUTE, llm,
-            lambda: routing.route_messages(query, list(probes.values()), descriptions), routing.RouteChoice,
+            fallback.ROUTE,
+            llm,
+            lambda: routing.route_messages(query, list(probes.values()), descriptions),
+            routing.RouteChoice,
             lambda choice: routing.usable_choice(choice, probes),
             lambda: routing.choose_kbs(list(probes.values())),
             wanted=len(probes) > 1,
@@ -152,15 +163,19 @@ class AnswerEngine:
         indexes = [self.service.store.keyword_index(kb) for kb in kbs]
         return lambda term: any(index.knows(term) for index in indexes)
 
-    def grade(self, query: str, evidence: list[Evidence], kbs: Sequence[str], llm: LlmAccess) -> Outcome[grading.Verdict]:
+    def grade(
+        self, query: str, evidence: list[Evidence], kbs: Sequence[str], llm: LlmAccess
+    ) -> Outcome[grading.Verdict]:
         """Is the evidence enough to answer the standalone `query`? Always judged against it (cosine and
         coverage): a reformulation may find new evidence, never lower the bar."""
         known = self.term_known(kbs)
         grading.measure_coverage(query, evidence, known)
         verdict = grading.grade_offline(query, evidence, known)
         return llm_step(
-            fallback.GRADE, llm,
-            lambda: grading.grade_messages(query, evidence), grading.GradeVerdict,
+            fallback.GRADE,
+            llm,
+            lambda: grading.grade_messages(query, evidence),
+            grading.GradeVerdict,
             lambda answer: grading.llm_verdict(answer, evidence),
             lambda: verdict,
             wanted=grading.worth_asking(verdict, evidence),
@@ -173,21 +188,29 @@ class AnswerEngine:
         others = [kb for kb in question.candidates if kb not in trace.searched]
 
         def untried(search: Search) -> Search | None:
-            return search if search.query and search.kbs and (search.query, tuple(sorted(search.kbs))) not in trace.tried else None
+            return (
+                search
+                if search.query and search.kbs and (search.query, tuple(sorted(search.kbs))) not in trace.tried
+                else None
+            )
 
         def rephrased(rewrite: condense.CondensedQuery) -> Search | None:
             return untried(Search(" ".join(rewrite.standalone_query.split()), kbs + others, "rephrased"))
 
         def offline_next() -> Search | None:
-            return next(filter(None, map(untried, self._offline_reformulations(question, trace.route.kbs, others))), None)
+            return next(
+                filter(None, map(untried, self._offline_reformulations(question, trace.route.kbs, others))), None
+            )
 
         missed = (
             f"{question.standalone}\n(The previous search for '{query}' missed: {verdict.missing or verdict.reason}. "
             "Rewrite the search query to find it.)"
         )
         return llm_step(
-            fallback.REFORMULATE, llm,
-            lambda: condense.condense_messages(missed, question.history), condense.CondensedQuery,
+            fallback.REFORMULATE,
+            llm,
+            lambda: condense.condense_messages(missed, question.history),
+            condense.CondensedQuery,
             rephrased,
             offline_next,
         )
@@ -210,8 +233,10 @@ class AnswerEngine:
     ) -> Outcome[answering.DraftAnswer | None]:
         chosen = answering.select_evidence(evidence, relevant_ids)
         return llm_step(
-            fallback.ANSWER, llm,
-            lambda: answering.answer_messages(question.standalone, chosen), None,  # a text answer, not JSON
+            fallback.ANSWER,
+            llm,
+            lambda: answering.answer_messages(question.standalone, chosen),
+            None,  # a text answer, not JSON
             lambda text: answering.validate_llm_answer(text, chosen),
             lambda: self._extractive_answer(question, chosen),
         )

@@ -41,7 +41,30 @@ class Verdict:
 # Calendar words are capitalised but name no entity a document must mention ("Christmas holidays"
 # is answered by "18 December to 3 January").
 _CALENDAR = frozenset(
-    ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "christmas", "easter", "thanksgiving"]
+    [
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+        "christmas",
+        "easter",
+        "thanksgiving",
+    ]
 )
 
 
@@ -117,7 +140,9 @@ def llm_verdict(answer: GradeVerdict, evidence: Sequence[Evidence]) -> Verdict:
     if answer.sufficient and not relevant:  # "sufficient", but citing no passage it was shown
         reason = "the LLM named no valid passage as relevant"
     else:
-        reason = "the evidence answers the question" if answer.sufficient else f"missing: {answer.missing or 'unspecified'}"
+        reason = (
+            "the evidence answers the question" if answer.sufficient else f"missing: {answer.missing or 'unspecified'}"
+        )
     return Verdict(answer.sufficient and bool(relevant), reason, relevant, answer.missing)
 
 
@@ -133,7 +158,7 @@ def evidence_block(evidence: Sequence[Evidence], label: Callable[[int], str]) ->
     parts = []
     for i, e in enumerate(evidence):
         text = e.chunk.text.replace('"""', "'''")
-        parts.append(f"[{label(i)}] ({e.chunk.document} — {e.chunk.location})\n\"\"\"\n{text}\n\"\"\"")
+        parts.append(f'[{label(i)}] ({e.chunk.document} — {e.chunk.location})\n"""\n{text}\n"""')
     return "\n\n".join(parts)
 
 

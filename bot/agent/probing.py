@@ -53,7 +53,9 @@ class Prober:
         names = identifiers(query)
         probes = {}
         for kb in kbs:
-            result = self.searcher.search(query, kb, k=EVIDENCE_PER_KB, query_vector=query_vector, judge_vector=judge_vector)
+            result = self.searcher.search(
+                query, kb, k=EVIDENCE_PER_KB, query_vector=query_vector, judge_vector=judge_vector
+            )
             description = self.description_vector(targets.get(kb))
             similarity = float(np.dot(query_vector, description)) if description is not None else 0.0
             exact = bool(names) and any(grading.names_all(e, names) for e in result.evidence)

@@ -98,7 +98,9 @@ def route_messages(query: str, probes: Sequence[KbProbe], descriptions: Mapping[
     for probe in probes:
         top = probe.result.evidence[0].chunk.text[:400] if probe.result.evidence else "(nothing found)"
         top = top.replace('"""', "'''")  # a document's own triple quotes must not end the quoted block
-        blocks.append(f"- name: {probe.kb}\n  description: {descriptions.get(probe.kb, '')}\n  best passage: \"\"\"{top}\"\"\"")
+        blocks.append(
+            f'- name: {probe.kb}\n  description: {descriptions.get(probe.kb, "")}\n  best passage: """{top}"""'
+        )
     return [
         {"role": "system", "content": ROUTE_SYSTEM},
         {"role": "user", "content": "Knowledge bases:\n" + "\n".join(blocks) + f"\n\nQuestion: {query}"},

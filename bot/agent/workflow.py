@@ -190,7 +190,9 @@ class AnswerWorkflow(Workflow):
         candidates = self.engine.candidate_kbs(question.targets, question.pinned)
         if not candidates:
             question = replace(question, standalone=question.text)
-            return StopEvent(result=trace.answer(question, "insufficient_context", messages.no_knowledge_base(question.language)))
+            return StopEvent(
+                result=trace.answer(question, "insufficient_context", messages.no_knowledge_base(question.language))
+            )
         condensed = self.engine.condense(question.text, question.history, self.llm_for(question, trace))
         question = replace(
             question,
@@ -219,7 +221,9 @@ class AnswerWorkflow(Workflow):
             chosen, method, trace = routed.value, routed.policy, trace.noting(routed)
         route = Route(chosen, {kb: float(p.score) for kb, p in probes.items()}, method)
         await ctx.store.set_state(trace.but(route=route).trying(question.standalone, chosen).timed("route", started))
-        return EvidenceEvent(question=question, query=question.standalone, kbs=chosen, evidence=evidence_of(probes, chosen))
+        return EvidenceEvent(
+            question=question, query=question.standalone, kbs=chosen, evidence=evidence_of(probes, chosen)
+        )
 
     @step
     async def retrieve(self, ctx: Context[Trace], ev: RetrieveEvent) -> EvidenceEvent:
@@ -231,7 +235,9 @@ class AnswerWorkflow(Workflow):
         probes = self.engine.prober.probe(search.query, search.kbs, question.targets, judge=question.standalone)
         trace = await ctx.store.get_state()
         await ctx.store.set_state(trace.trying(search.query, search.kbs).timed("retrieve", started))
-        return EvidenceEvent(question=question, query=search.query, kbs=search.kbs, evidence=evidence_of(probes, search.kbs))
+        return EvidenceEvent(
+            question=question, query=search.query, kbs=search.kbs, evidence=evidence_of(probes, search.kbs)
+        )
 
     @step
     async def grade(self, ctx: Context[Trace], ev: EvidenceEvent) -> AnswerEvent | ReformulateEvent | RefuseEvent:

@@ -17,7 +17,22 @@ from bot.core.models import (
 from bot.core.origin import Origin, Surface
 
 __all__ = [
-    "SUPPORTED_SUFFIXES", "USER_ERRORS", "AccessDenied", "Answer", "AskResult", "Citation", "DocView", "EmptyQuestion",
-    "IngestReport", "KbView", "KnowledgeBaseError", "KnowledgeBot", "NotFound", "Origin", "Surface", "Turn", "Upload",
+    "SUPPORTED_SUFFIXES",
+    "USER_ERRORS",
+    "AccessDenied",
+    "Answer",
+    "AskResult",
+    "Citation",
+    "DocView",
+    "EmptyQuestion",
+    "IngestReport",
+    "KbView",
+    "KnowledgeBaseError",
+    "KnowledgeBot",
+    "NotFound",
+    "Origin",
+    "Surface",
+    "Turn",
+    "Upload",
     "shorten",
 ]

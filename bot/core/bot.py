@@ -178,7 +178,12 @@ class KnowledgeBot:
             targets.append(KbTarget(name, entry.description))
         first = [name for name in permissions.searched_first(origin, entries) if name in readable]
         answer = self.engine.answer(
-            question, history, kb, kbs=targets, preferred=first, on_status=on_status,
+            question,
+            history,
+            kb,
+            kbs=targets,
+            preferred=first,
+            on_status=on_status,
             deadline=self.settings.question_deadline_s,
         )
         answer.notes.extend(notes)
@@ -243,8 +248,13 @@ class KnowledgeBot:
             manifest = entry.manifest
             views.append(
                 KbView(
-                    name, entry.description, bool(manifest and manifest.restricted), may_upload, documents,
-                    manifest.channels if manifest else (), note,
+                    name,
+                    entry.description,
+                    bool(manifest and manifest.restricted),
+                    may_upload,
+                    documents,
+                    manifest.channels if manifest else (),
+                    note,
                 )
             )
         return views
@@ -316,8 +326,12 @@ class KnowledgeBot:
         """A KB not declared in knowledge_bases/; its access rules are stored with it."""
         self._require_operator(origin, "create knowledge bases")
         rules = KnowledgeBaseManifest(
-            name, description, channels=tuple(channels), visibility="restricted" if restricted else "public",
-            allowed_channels=tuple(allowed_channels), uploaders=tuple(uploaders),
+            name,
+            description,
+            channels=tuple(channels),
+            visibility="restricted" if restricted else "public",
+            allowed_channels=tuple(allowed_channels),
+            uploaders=tuple(uploaders),
         )
         self.service.create_kb(name, description, rules)
 

@@ -56,6 +56,17 @@ class Upload:
 
 
 __all__ = [
-    "SUPPORTED_SUFFIXES", "Answer", "AskResult", "Citation", "DocView", "DocumentResult", "IngestReport", "KbView", "RoundTrace", "Route",
-    "Turn", "Upload", "shorten",
+    "SUPPORTED_SUFFIXES",
+    "Answer",
+    "AskResult",
+    "Citation",
+    "DocView",
+    "DocumentResult",
+    "IngestReport",
+    "KbView",
+    "RoundTrace",
+    "Route",
+    "Turn",
+    "Upload",
+    "shorten",
 ]

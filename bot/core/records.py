@@ -93,11 +93,21 @@ class Records:
             "timings_ms": answer.timings_ms,
         }
         row = (
-            answer_id, time.time(), origin.surface.value, origin.channel, origin.thread_ts, origin.user,
-            answer.question, answer.standalone_query, answer.status, answer.answer,
+            answer_id,
+            time.time(),
+            origin.surface.value,
+            origin.channel,
+            origin.thread_ts,
+            origin.user,
+            answer.question,
+            answer.standalone_query,
+            answer.status,
+            answer.answer,
             json.dumps(answer.searched_kbs or answer.route.kbs),
             json.dumps([asdict(c) for c in answer.citations], ensure_ascii=False),
-            answer.mode, len(answer.rounds), json.dumps(trace, ensure_ascii=False),
+            answer.mode,
+            len(answer.rounds),
+            json.dumps(trace, ensure_ascii=False),
         )
         try:
             with self._db() as db:
@@ -128,7 +138,9 @@ class Records:
 
     def answered_in(self, channel: str, thread_ts: str) -> bool:
         with self._db() as db:
-            row = db.execute("SELECT 1 FROM answers WHERE channel = ? AND thread_ts = ? LIMIT 1", (channel, thread_ts)).fetchone()
+            row = db.execute(
+                "SELECT 1 FROM answers WHERE channel = ? AND thread_ts = ? LIMIT 1", (channel, thread_ts)
+            ).fetchone()
         return row is not None
 
     def log_feedback(
@@ -136,7 +148,8 @@ class Records:
     ) -> None:
         with self._db() as db:
             db.execute(
-                "INSERT INTO feedback (at, answer_id, value, reason, user, channel, message_ts) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO feedback (at, answer_id, value, reason, user, channel, message_ts)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (time.time(), answer_id, value, reason, origin.user, origin.channel, message_ts),
             )
 

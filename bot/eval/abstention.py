@@ -28,7 +28,10 @@ def eval_abstention(ws: EvalWorkspace, dataset: str = "squad2-sample", limit: in
         paragraphs.setdefault(hashlib.sha256(row["context"].encode()).hexdigest()[:12], row["context"])
     records = [(f"p{i:03d}-{key}", "", text) for i, (key, text) in enumerate(paragraphs.items())]
     build = ws.ensure_kb(KB, DESCRIPTION, records, file_digest(path / "questions.jsonl"), fresh=fresh)
-    ws.log(f"[abstention] KB {KB}: {build.documents} paragraphs, {build.chunks} chunks{' (reused)' if build.reused else ''}")
+    ws.log(
+        f"[abstention] KB {KB}: {build.documents} paragraphs, {build.chunks} chunks"
+        f"{' (reused)' if build.reused else ''}"
+    )
     if limit:
         rows = rows[:limit]
     engine = make_engine(ws, [KB])
@@ -79,15 +82,18 @@ def eval_abstention(ws: EvalWorkspace, dataset: str = "squad2-sample", limit: in
 
 def format_abstention(r: dict) -> str:
     a, u = r["answerable"], r["unanswerable"]
-    return "\n".join([
-        f"SQuAD 2.0 sample ({r['questions']} questions, {r['paragraphs']} paragraphs, {r['mode']} mode)",
-        "",
-        "| questions | n | answered | abstained | cited chunk has a gold answer | answer text has a gold answer |",
-        "|---|---:|---:|---:|---:|---:|",
-        f"| answerable | {a['questions']} | {a['answered_rate']:.3f} | {1 - a['answered_rate']:.3f} | "
-        f"{a['cited_chunk_has_gold_rate']:.3f} ({a['cited_chunk_has_gold_when_answered']:.3f} of answered) | "
-        f"{a['answer_text_has_gold_rate']:.3f} |",
-        f"| unanswerable | {u['questions']} | {1 - u['abstention_rate']:.3f} | {u['abstention_rate']:.3f} | – | – |",
-        "",
-        f"engine latency p50 {r['p50_ms']:.0f} ms, p95 {r['p95_ms']:.0f} ms",
-    ])
+    return "\n".join(
+        [
+            f"SQuAD 2.0 sample ({r['questions']} questions, {r['paragraphs']} paragraphs, {r['mode']} mode)",
+            "",
+            "| questions | n | answered | abstained | cited chunk has a gold answer | answer text has a gold answer |",
+            "|---|---:|---:|---:|---:|---:|",
+            f"| answerable | {a['questions']} | {a['answered_rate']:.3f} | {1 - a['answered_rate']:.3f} | "
+            f"{a['cited_chunk_has_gold_rate']:.3f} ({a['cited_chunk_has_gold_when_answered']:.3f} of answered) | "
+            f"{a['answer_text_has_gold_rate']:.3f} |",
+            f"| unanswerable | {u['questions']} | {1 - u['abstention_rate']:.3f} | {u['abstention_rate']:.3f}"
+            " | – | – |",
+            "",
+            f"engine latency p50 {r['p50_ms']:.0f} ms, p95 {r['p95_ms']:.0f} ms",
+        ]
+    )

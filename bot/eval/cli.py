@@ -14,8 +14,12 @@ def add_parser(commands) -> None:
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--json", action="store_true", help="print one JSON object (no progress)")
-        p.add_argument("--data-dir", type=Path, default=None,
-                       help="where benchmark KBs and the embedding cache live (default: $KBBOT_DATA_DIR/eval)")
+        p.add_argument(
+            "--data-dir",
+            type=Path,
+            default=None,
+            help="where benchmark KBs and the embedding cache live (default: $KBBOT_DATA_DIR/eval)",
+        )
         p.add_argument("--no-cache", action="store_true", help="do not use the corpus embedding cache")
         p.add_argument("--fresh", action="store_true", help="rebuild benchmark KBs even if unchanged")
 
@@ -23,8 +27,9 @@ def add_parser(commands) -> None:
     r.add_argument("--dataset", required=True, help="a folder in BEIR layout, or a name under ../shared/datasets")
     r.add_argument("--split", default="test")
     r.add_argument("--systems", default="kbbot,bm25,dense,llamaindex")
-    r.add_argument("--ingest-sample", type=int, default=500,
-                   help="documents for the uncached ingest-speed comparison (0: skip)")
+    r.add_argument(
+        "--ingest-sample", type=int, default=500, help="documents for the uncached ingest-speed comparison (0: skip)"
+    )
     common(r)
 
     ro = sub.add_parser("routing", help="router top-1 accuracy, confusion matrix, leave-one-out refusals")
@@ -62,8 +67,14 @@ def handle(args: argparse.Namespace, settings) -> int:
 
         systems = tuple(s.strip() for s in args.systems.split(",") if s.strip())
         result = eval_retrieval(ws, resolve(args.dataset), args.split, systems, args.ingest_sample, args.fresh)
-        return _emit(args, result, lambda r: f"{r['dataset']} ({r['split']}, {r['queries']} queries, "
-                     f"{r['documents']} docs, {r['chunks']} chunks)\n{format_table(r)}\n{format_ingest(r)}")
+        return _emit(
+            args,
+            result,
+            lambda r: (
+                f"{r['dataset']} ({r['split']}, {r['queries']} queries, "
+                f"{r['documents']} docs, {r['chunks']} chunks)\n{format_table(r)}\n{format_ingest(r)}"
+            ),
+        )
     if command == "routing":
         from bot.eval.routing import eval_routing, format_routing
 
@@ -76,7 +87,11 @@ def handle(args: argparse.Namespace, settings) -> int:
     if command == "multiturn":
         from bot.eval.multiturn import eval_multiturn, format_multiturn
 
-        return _emit(args, eval_multiturn(ws, args.dataset, args.canard, args.limit, args.fresh, args.canard_limit), format_multiturn)
+        return _emit(
+            args,
+            eval_multiturn(ws, args.dataset, args.canard, args.limit, args.fresh, args.canard_limit),
+            format_multiturn,
+        )
     if command == "all":
         from bot.eval.report import run_all
 

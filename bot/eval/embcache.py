@@ -77,9 +77,12 @@ class CachingEmbedder:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         keys = [EmbeddingCache.key(self.model_name, t) for t in texts]
-        return np.stack(self._through_cache(
-            keys, lambda missing: self.inner.embed_documents([texts[i] for i in missing], show_progress=show_progress)
-        ))
+        return np.stack(
+            self._through_cache(
+                keys,
+                lambda missing: self.inner.embed_documents([texts[i] for i in missing], show_progress=show_progress),
+            )
+        )
 
     def embed_documents_with_units(
         self, texts: Sequence[str], unit_spans: Sequence[Sequence[tuple[int, int]]], show_progress: bool = False
@@ -97,7 +100,9 @@ class CachingEmbedder:
             )
             return [np.vstack([v[None, :], u]) for v, u in zip(vectors, units, strict=True)]
 
-        keys = [EmbeddingCache.key(f"{self.model_name}#units", f"{s}\n{t}") for t, s in zip(texts, unit_spans, strict=True)]
+        keys = [
+            EmbeddingCache.key(f"{self.model_name}#units", f"{s}\n{t}") for t, s in zip(texts, unit_spans, strict=True)
+        ]
         stacked = [row.reshape(-1, self.dimension) for row in self._through_cache(keys, compute)]
         return np.stack([s[0] for s in stacked]), [s[1:] for s in stacked]
 

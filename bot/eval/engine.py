@@ -55,8 +55,16 @@ def ask(engine: ScopedBot, question: str, history: Sequence[Turn] = (), kb: str 
     ms = (time.perf_counter() - started) * 1000
     scores = answer.route.scores or {}
     top = max(scores, key=lambda k: scores[k]) if scores else (answer.route.kbs[0] if answer.route.kbs else None)
-    return Asked(answer.status, top, list(answer.route.kbs), answer.standalone_query, answer.citations,
-                 len(answer.rounds), ms, answer.answer)
+    return Asked(
+        answer.status,
+        top,
+        list(answer.route.kbs),
+        answer.standalone_query,
+        answer.citations,
+        len(answer.rounds),
+        ms,
+        answer.answer,
+    )
 
 
 def progress(ws: EvalWorkspace, total: int, desc: str):

@@ -63,9 +63,7 @@ def evaluate_run(run: Run, qrels: Qrels) -> dict[str, float]:
     judged = [q for q, rel in qrels.items() if any(r > 0 for r in rel.values())]
     if not judged:
         return {name: 0.0 for name in METRICS}
-    return {
-        name: sum(fn(run.get(q, ()), qrels[q]) for q in judged) / len(judged) for name, fn in METRICS.items()
-    }
+    return {name: sum(fn(run.get(q, ()), qrels[q]) for q in judged) / len(judged) for name, fn in METRICS.items()}
 
 
 def per_query(run: Run, qrels: Qrels, metric: str = "ndcg@10") -> dict[str, float]:

@@ -48,8 +48,14 @@ def build_collections(ws: EvalWorkspace, tasks: list[dict], digest: str, fresh: 
     return kbs
 
 
-def eval_multiturn(ws: EvalWorkspace, dataset: str = "mtrag-un", canard: str = "canard-dev", limit: int = 0,
-                   fresh: bool = False, canard_limit: int = 0) -> dict:
+def eval_multiturn(
+    ws: EvalWorkspace,
+    dataset: str = "mtrag-un",
+    canard: str = "canard-dev",
+    limit: int = 0,
+    fresh: bool = False,
+    canard_limit: int = 0,
+) -> dict:
     path = resolve(dataset)
     tasks = list(read_jsonl(path / "tasks.jsonl"))
     kbs = build_collections(ws, tasks, file_digest(path / "tasks.jsonl"), fresh)
@@ -154,8 +160,12 @@ def format_multiturn(r: dict) -> str:
         "| query | recall@5 | routing accuracy |",
         "|---|---:|---:|",
     ]
-    names = {"raw": "raw last turn", "condensed": "condensed (kbbot)", "conversation": "whole conversation",
-             "user_turns": "all user turns"}
+    names = {
+        "raw": "raw last turn",
+        "condensed": "condensed (kbbot)",
+        "conversation": "whole conversation",
+        "user_turns": "all user turns",
+    }
     for variant, row in r["variants"].items():
         lines.append(f"| {names[variant]} | {row['recall@5']:.3f} | {row['routing_accuracy']:.3f} |")
     if r.get("condensed_vs_raw_recall") is not None:

@@ -40,8 +40,10 @@ def machine() -> str:
         pass
     import torch
 
-    return (f"{os.cpu_count()} CPU cores, {mem} RAM, {platform.machine()}, Python {platform.python_version()}, "
-            f"torch {torch.__version__} ({torch.get_num_threads()} threads), no GPU")
+    return (
+        f"{os.cpu_count()} CPU cores, {mem} RAM, {platform.machine()}, Python {platform.python_version()}, "
+        f"torch {torch.__version__} ({torch.get_num_threads()} threads), no GPU"
+    )
 
 
 def run_all(ws: EvalWorkspace, output: Path | None = None, ingest_sample: int = 500, fresh: bool = False) -> dict:
@@ -141,12 +143,19 @@ def render(results: dict) -> str:
         "",
         *_targets(results),
         "",
-        "## Retrieval (BEIR layout, test split; kbbot = hybrid search as the engine uses it, baselines in the same run)",
+        "## Retrieval (BEIR layout, test split; kbbot = hybrid search as the engine uses it, "
+        "baselines in the same run)",
         "",
     ]
     for name, r in results["retrieval"].items():
-        out += [f"### {name} ({r['queries']} queries, {r['documents']} docs → {r['chunks']} kbbot chunks)", "",
-                format_table(r), "", format_ingest(r), ""]
+        out += [
+            f"### {name} ({r['queries']} queries, {r['documents']} docs → {r['chunks']} kbbot chunks)",
+            "",
+            format_table(r),
+            "",
+            format_ingest(r),
+            "",
+        ]
         out += [f"- {note}" for note in r.get("notes", [])]
         out.append("")
     if "routing" in results:

@@ -111,8 +111,13 @@ def measure_ingest(ws: EvalWorkspace, ds: BeirDataset, sample: int) -> dict:
 
 
 def eval_retrieval(
-    ws: EvalWorkspace, path: Path, split: str = "test", systems: tuple[str, ...] = ("kbbot", "bm25", "dense", "llamaindex"),
-    ingest_sample: int = 500, fresh: bool = False, k: int = 100,
+    ws: EvalWorkspace,
+    path: Path,
+    split: str = "test",
+    systems: tuple[str, ...] = ("kbbot", "bm25", "dense", "llamaindex"),
+    ingest_sample: int = 500,
+    fresh: bool = False,
+    k: int = 100,
 ) -> dict:
     ds = load_beir(path, split)
     queries = ds.judged_queries()
@@ -169,7 +174,10 @@ def eval_retrieval(
     if build.reused:
         notes.append(f"kbbot KB reused from {build.built_at}; its ingest figures are from that build")
     if build.used_cache:
-        notes.append(f"kbbot KB build used the embedding cache for {build.cache_hits}/{build.cache_hits + build.cache_misses} chunks")
+        notes.append(
+            f"kbbot KB build used the embedding cache for {build.cache_hits}/"
+            f"{build.cache_hits + build.cache_misses} chunks"
+        )
     if baseline_cache["hits"]:
         notes.append(f"baseline document embeddings from the cache: {baseline_cache['hits']}")
     output["notes"] = notes
@@ -205,9 +213,16 @@ def format_ingest(result: dict) -> str:
         lines.append(
             f"ingest speed, {ing['sample_docs']} docs, no cache: kbbot {ing['kbbot_ingest_s']:.1f} s "
             f"({ing['kbbot_docs_per_s']:.1f} docs/s, {ing['chunks']} chunks)"
-            + (f"; bare encode of the docs {ing['bare_encode_docs_s']:.1f} s → ratio {ing['ratio_vs_bare_docs']:.2f}×"
-               if "bare_encode_docs_s" in ing else "")
-            + (f"; bare encode of kbbot's chunk texts {ing['bare_encode_chunks_s']:.1f} s → ratio "
-               f"{ing['ratio_vs_bare_chunks']:.2f}×" if "bare_encode_chunks_s" in ing else "")
+            + (
+                f"; bare encode of the docs {ing['bare_encode_docs_s']:.1f} s → ratio {ing['ratio_vs_bare_docs']:.2f}×"
+                if "bare_encode_docs_s" in ing
+                else ""
+            )
+            + (
+                f"; bare encode of kbbot's chunk texts {ing['bare_encode_chunks_s']:.1f} s → ratio "
+                f"{ing['ratio_vs_bare_chunks']:.2f}×"
+                if "bare_encode_chunks_s" in ing
+                else ""
+            )
         )
     return "\n".join(lines)

@@ -42,9 +42,7 @@ def eval_routing(ws: EvalWorkspace, names: list[str], split: str = "test", fresh
         if asked.top_kb in confusion[kb]:
             confusion[kb][asked.top_kb] += 1
     correct = sum(asked.top_kb == kb for kb, asked in full)
-    per_kb = {
-        kb: round(confusion[kb][kb] / max(sum(confusion[kb].values()), 1), 4) for kb in kbs
-    }
+    per_kb = {kb: round(confusion[kb][kb] / max(sum(confusion[kb].values()), 1), 4) for kb in kbs}
     result = {
         "datasets": names,
         "kbs": kbs,
@@ -72,7 +70,9 @@ def eval_routing(ws: EvalWorkspace, names: list[str], split: str = "test", fresh
             "refused_rate": round(refused / max(len(out_of_kb), 1), 4),
             "in_kb_queries": len(in_kb),
             "in_kb_answered_rate": round(answered / max(len(in_kb), 1), 4),
-            "in_kb_top1_accuracy": round(sum(a.top_kb == kb for kb, a in asked if kb != left_out) / max(len(in_kb), 1), 4),
+            "in_kb_top1_accuracy": round(
+                sum(a.top_kb == kb for kb, a in asked if kb != left_out) / max(len(in_kb), 1), 4
+            ),
         }
         refused_total += refused
         out_total += len(out_of_kb)
@@ -100,7 +100,11 @@ def format_routing(r: dict) -> str:
     for kb in kbs:
         lines.append(f"| {kb} | " + " | ".join(str(r["confusion"][kb][o]) for o in kbs) + " |")
     loo = r["leave_one_out"]
-    lines += ["", "| left out | its queries refused | other queries answered | other queries top-1 |", "|---|---:|---:|---:|"]
+    lines += [
+        "",
+        "| left out | its queries refused | other queries answered | other queries top-1 |",
+        "|---|---:|---:|---:|",
+    ]
     for kb, case in loo["cases"].items():
         lines.append(
             f"| {kb} | {case['refused_rate']:.3f} ({case['out_of_kb_queries']}) | "

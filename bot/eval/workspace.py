@@ -53,8 +53,9 @@ def pipeline_fingerprint(*parts: str) -> str:
 
 
 class EvalWorkspace:
-    def __init__(self, base: Settings | None = None, data_dir: Path | None = None, use_cache: bool = True,
-                 progress: bool = True):
+    def __init__(
+        self, base: Settings | None = None, data_dir: Path | None = None, use_cache: bool = True, progress: bool = True
+    ):
         base = base or load_settings()
         self.dir = (data_dir or base.resolved_data_dir / "eval").expanduser().resolve()
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -75,14 +76,20 @@ class EvalWorkspace:
         import chromadb
         from chromadb.config import Settings as ChromaSettings
 
-        return chromadb.PersistentClient(path=str(self.dir / "baselines"), settings=ChromaSettings(anonymized_telemetry=False))
+        return chromadb.PersistentClient(
+            path=str(self.dir / "baselines"), settings=ChromaSettings(anonymized_telemetry=False)
+        )
 
     @property
     def embedder(self) -> CachingEmbedder:
         return self.bot.embedder  # type: ignore[return-value]
 
     def ensure_kb(
-        self, kb: str, description: str, records: Sequence[tuple[str, str, str]], corpus_digest: str,
+        self,
+        kb: str,
+        description: str,
+        records: Sequence[tuple[str, str, str]],
+        corpus_digest: str,
         fresh: bool = False,
     ) -> KbBuild:
         """The KB holding exactly these (name, title, text) records, ingested by the real pipeline."""
@@ -106,8 +113,14 @@ class EvalWorkspace:
             failed = [d for d in report.documents if d.status == "failed"]
             raise RuntimeError(f"ingest of {kb} failed for {len(failed)} documents, e.g. {failed[0].error}")
         build = KbBuild(
-            kb, fingerprint, len(records), report.embedded_chunks, round(elapsed, 2),
-            hits1 - hits0, misses1 - misses0, time.strftime("%Y-%m-%d %H:%M:%S"),
+            kb,
+            fingerprint,
+            len(records),
+            report.embedded_chunks,
+            round(elapsed, 2),
+            hits1 - hits0,
+            misses1 - misses0,
+            time.strftime("%Y-%m-%d %H:%M:%S"),
         )
         sidecar.parent.mkdir(parents=True, exist_ok=True)
         sidecar.write_text(json.dumps(asdict(build)), encoding="utf-8")

@@ -99,16 +99,23 @@ def build_slack(
             listener_executor=deps.listeners,
         )
     except SlackApiError as exc:
-        raise SlackConfigError(f"Slack rejected the bot token ({exc.response.get('error')}); check SLACK_BOT_TOKEN") from None
+        raise SlackConfigError(
+            f"Slack rejected the bot token ({exc.response.get('error')}); check SLACK_BOT_TOKEN"
+        ) from None
     except BoltError as exc:  # Bolt's auth.test at construction failed
         code = re.search(r"'error': '([a-z_]+)'", str(exc))
         if code:
             raise SlackConfigError(
-                f"Slack rejected the bot token ({code.group(1)}) at {api_base_url(settings)}auth.test; check SLACK_BOT_TOKEN"
+                f"Slack rejected the bot token ({code.group(1)}) at {api_base_url(settings)}auth.test; "
+                "check SLACK_BOT_TOKEN"
             ) from None
-        raise SlackConfigError(f"could not verify the bot token with {api_base_url(settings)}auth.test: {exc}") from None
+        raise SlackConfigError(
+            f"could not verify the bot token with {api_base_url(settings)}auth.test: {exc}"
+        ) from None
     except OSError as exc:  # DNS, refused connection, timeout
-        raise SlackConfigError(f"could not reach Slack at {api_base_url(settings)} ({exc}); check SLACK_API_URL and the network") from None
+        raise SlackConfigError(
+            f"could not reach Slack at {api_base_url(settings)} ({exc}); check SLACK_API_URL and the network"
+        ) from None
 
     app.use(deduplicate_deliveries(deps.ledger))
     register_listeners(app, deps)

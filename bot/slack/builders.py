@@ -46,7 +46,9 @@ def upload_modal(kbs: Sequence[str], initial_kb: str | None, max_mb: float, meta
     """The /kb upload modal: which KB (only those the user may upload to) and up to 10 files."""
     options = [Option(value=name, text=name) for name in list(kbs)[:100]]  # select menus show no descriptions
     initial = next((o for o in options if o.value == initial_kb), None)
-    select = StaticSelectElement(action_id=KB_ACTION, placeholder="Choose a knowledge base", options=options, initial_option=initial)
+    select = StaticSelectElement(
+        action_id=KB_ACTION, placeholder="Choose a knowledge base", options=options, initial_option=initial
+    )
     return View(
         type="modal",
         callback_id=UPLOAD_CALLBACK_ID,
@@ -61,19 +63,26 @@ def upload_modal(kbs: Sequence[str], initial_kb: str | None, max_mb: float, meta
                 label="Documents",
                 element=FileInputElement(action_id=FILES_ACTION, filetypes=SLACK_FILETYPES, max_files=MAX_FILES),
             ),
-            ContextBlock(elements=[MarkdownTextObject(
-                text=f"Supported: {', '.join(SUPPORTED_SUFFIXES)} · up to {min(max_mb, FILE_INPUT_LIMIT_MB):g} MB each. "
-                "A file with the same name replaces the previous version."
-            )]),
+            ContextBlock(
+                elements=[
+                    MarkdownTextObject(
+                        text=f"Supported: {', '.join(SUPPORTED_SUFFIXES)} · "
+                        f"up to {min(max_mb, FILE_INPUT_LIMIT_MB):g} MB each. "
+                        "A file with the same name replaces the previous version."
+                    )
+                ]
+            ),
         ],
     ).to_dict()
 
 
 def which_kb(file_names: Sequence[str], file_ids: Sequence[str], kbs: Sequence[str]) -> tuple[str, list[dict]]:
-    """"Which knowledge base should I add these to?" with a button per KB (the file ids ride along)."""
+    """ "Which knowledge base should I add these to?" with a button per KB (the file ids ride along)."""
     names = clamp(", ".join(f"`{escape(shorten(n, NAME_CHARS))}`" for n in file_names), 2500)
     value = json.dumps({"files": list(file_ids)})
-    buttons = [ButtonElement(text=kb, action_id=f"{CHOICE_ACTION_PREFIX}{kb}", value=value) for kb in list(kbs)[:MAX_CHOICES]]
+    buttons = [
+        ButtonElement(text=kb, action_id=f"{CHOICE_ACTION_PREFIX}{kb}", value=value) for kb in list(kbs)[:MAX_CHOICES]
+    ]
     blocks = [SectionBlock(text=MarkdownTextObject(text=f"Which knowledge base should I add {names} to?"))]
     for start in range(0, len(buttons), 5):
         blocks.append(ActionsBlock(block_id=f"kb_upload_choice_{start}", elements=buttons[start : start + 5]))
@@ -90,7 +99,9 @@ def uploaders_text(uploaders: Sequence[str]) -> str:
 
 
 def not_allowed(kb: str, uploaders: Sequence[str]) -> str:
-    return f":no_entry: Only the uploaders of `{escape(kb)}` can add or delete its documents: {uploaders_text(uploaders)}."
+    return (
+        f":no_entry: Only the uploaders of `{escape(kb)}` can add or delete its documents: {uploaders_text(uploaders)}."
+    )
 
 
 def not_allowed_plain(kb: str) -> str:

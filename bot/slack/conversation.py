@@ -28,8 +28,7 @@ MAX_TURNS = 10
 DM_HISTORY_WINDOW_S = 30 * 60  # earlier top-level DM messages count as context for this long
 FIRST_STATUS = "Searching the knowledge bases…"
 GREETING = (
-    "Hi! Ask me a question and I'll answer from the knowledge bases, with sources. "
-    "Try `/kb help` for uploads and more."
+    "Hi! Ask me a question and I'll answer from the knowledge bases, with sources. Try `/kb help` for uploads and more."
 )
 BUSY = ":hourglass: I'm answering a lot of questions right now — please ask again in a minute."
 FAILED = "Sorry — something went wrong while answering. Please try again in a moment."
@@ -129,17 +128,26 @@ def history_for(client: WebClient, question: Question) -> list[Turn]:
             return turns_from(question, replies)
         if question.is_dm:
             response = client.conversations_history(
-                channel=question.channel, latest=question.ts, inclusive=False, limit=MAX_TURNS,
+                channel=question.channel,
+                latest=question.ts,
+                inclusive=False,
+                limit=MAX_TURNS,
                 oldest=f"{_ts(question.ts) - DM_HISTORY_WINDOW_S:.6f}",
             )
             messages = list(response.get("messages") or [])
             # The latest earlier question was answered in its thread: that answer is context too.
             latest = max(messages, key=lambda m: _ts(m.get("ts")), default=None)
             if latest and latest.get("reply_count") and not question.from_bot(latest):
-                messages += [m for m in fetch_replies(client, question.channel, latest["ts"], pages=1) if m.get("ts") != latest["ts"]]
+                messages += [
+                    m
+                    for m in fetch_replies(client, question.channel, latest["ts"], pages=1)
+                    if m.get("ts") != latest["ts"]
+                ]
             return turns_from(question, messages)
     except SlackApiError as exc:
-        log.warning("could not read history of %s (%s); answering without it", question.channel, exc.response.get("error"))
+        log.warning(
+            "could not read history of %s (%s); answering without it", question.channel, exc.response.get("error")
+        )
     return []
 
 
@@ -202,7 +210,9 @@ def add_reaction(client: WebClient, channel: str, ts: str, name: str = "eyes") -
 # --- the one ask flow ----------------------------------------------------------------------------
 
 
-def ask(deps: SlackDeps, origin: Origin, text: str, history: list[Turn], on_status: Callable[[str], None] | None = None) -> RenderedAnswer:
+def ask(
+    deps: SlackDeps, origin: Origin, text: str, history: list[Turn], on_status: Callable[[str], None] | None = None
+) -> RenderedAnswer:
     """Ask the application layer and render the answer (recorded there, with the id the buttons carry);
     anything unexpected becomes an apology, never a crash or an exception's text."""
     try:
@@ -229,8 +239,10 @@ def deliver(
         streamer = None
         try:
             streamer = say_stream(
-                channel=question.channel, thread_ts=question.reply_ts,
-                recipient_team_id=question.team, recipient_user_id=question.user,
+                channel=question.channel,
+                thread_ts=question.reply_ts,
+                recipient_team_id=question.team,
+                recipient_user_id=question.user,
             )
             streamer.append(markdown_text=rendered.markdown)
             response = streamer.stop(blocks=rendered.footer_blocks or None)
@@ -244,8 +256,12 @@ def deliver(
             deps.streaming.refused(error)
             log.info("chat streaming not possible here (%s); posting instead", error)
     response = client.chat_postMessage(
-        channel=question.channel, thread_ts=question.reply_ts, text=rendered.text, blocks=rendered.blocks or None,
-        unfurl_links=False, unfurl_media=False,
+        channel=question.channel,
+        thread_ts=question.reply_ts,
+        text=rendered.text,
+        blocks=rendered.blocks or None,
+        unfurl_links=False,
+        unfurl_media=False,
     )
     return response.get("ts")
 
@@ -278,7 +294,11 @@ def receive(deps: SlackDeps, client: WebClient, question: Question, say_stream: 
 
 
 def answer_question(
-    deps: SlackDeps, client: WebClient, question: Question, text: str, status: StatusReporter,
+    deps: SlackDeps,
+    client: WebClient,
+    question: Question,
+    text: str,
+    status: StatusReporter,
     say_stream: Callable | None = None,
 ) -> None:
     """On a worker: history from Slack, the answer, then the reply in the thread; the claim is released once
@@ -299,7 +319,9 @@ def say_busy(deps: SlackDeps, client: WebClient, question: Question) -> None:
     deps.ledger.release(question.key)
 
 
-def answer_if_in_thread(deps: SlackDeps, client: WebClient, question: Question, say_stream: Callable | None = None) -> None:
+def answer_if_in_thread(
+    deps: SlackDeps, client: WebClient, question: Question, say_stream: Callable | None = None
+) -> None:
     """On a worker: a thread reply without a mention is answered only in threads the bot answered in."""
     try:
         question.replies = fetch_replies(client, question.channel, question.thread_ts or question.ts)
@@ -311,4 +333,11 @@ def answer_if_in_thread(deps: SlackDeps, client: WebClient, question: Question, 
         if text:
             deps.ledger.hold(question.key, question.to_payload())
             fire_and_forget(deps.side, add_reaction, client, question.channel, question.ts)
-            answer_question(deps, client, question, text, StatusReporter(deps, client, question.channel, question.reply_ts), say_stream)
+            answer_question(
+                deps,
+                client,
+                question,
+                text,
+                StatusReporter(deps, client, question.channel, question.reply_ts),
+                say_stream,
+            )

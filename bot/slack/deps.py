@@ -20,8 +20,15 @@ log = logging.getLogger(__name__)
 
 # Errors that mean "this workspace/app cannot do that at all", as opposed to "not here, not now".
 UNSUPPORTED_ERRORS = {
-    "unknown_method", "not_allowed", "feature_not_enabled", "not_allowed_token_type", "missing_scope",
-    "access_denied", "method_deprecated", "no_permission", "team_not_allowed",
+    "unknown_method",
+    "not_allowed",
+    "feature_not_enabled",
+    "not_allowed_token_type",
+    "missing_scope",
+    "access_denied",
+    "method_deprecated",
+    "no_permission",
+    "team_not_allowed",
 }
 
 

@@ -29,7 +29,13 @@ def _post(client: WebClient, channel: str, thread_ts: str | None, text: str, blo
 
 
 def ingest_and_report(
-    deps: SlackDeps, client: WebClient, origin: Origin, kb: str, files: list[SlackFile], channel: str, thread_ts: str | None
+    deps: SlackDeps,
+    client: WebClient,
+    origin: Origin,
+    kb: str,
+    files: list[SlackFile],
+    channel: str,
+    thread_ts: str | None,
 ) -> None:
     _post(client, channel, thread_ts, results_text(kb, ingest_slack_files(deps, client, origin, kb, files)))
 
@@ -48,7 +54,9 @@ def handle_dm_files(deps: SlackDeps, client: WebClient, event: dict) -> None:
         return
     refused = [(f, r) for f in files if f.url and (r := precheck(f, deps.settings.max_upload_bytes))]
     if refused and len(refused) == len(files):
-        lines = "\n".join(f":no_entry: `{escape(shorten(f.name, NAME_CHARS))}` — refused: {escape(r)}" for f, r in refused)
+        lines = "\n".join(
+            f":no_entry: `{escape(shorten(f.name, NAME_CHARS))}` — refused: {escape(r)}" for f, r in refused
+        )
         _post(client, channel, thread_ts, clamp(f"I can't ingest these files:\n{lines}"))
         return
     named = named_kbs(clean_text(event.get("text")), {v.name for v in deps.bot.visible_kbs(origin)} | set(mine))
@@ -93,7 +101,12 @@ def handle_choice(deps: SlackDeps, client: WebClient, body: dict, action: dict) 
     if message.get("ts") and not deps.ledger.claim(f"choice:{channel}:{message['ts']}"):
         return  # someone clicked twice
     try:
-        client.chat_update(channel=channel, ts=message["ts"], text=f":inbox_tray: Adding {len(file_ids)} file(s) to `{escape(kb)}`…", blocks=[])
+        client.chat_update(
+            channel=channel,
+            ts=message["ts"],
+            text=f":inbox_tray: Adding {len(file_ids)} file(s) to `{escape(kb)}`…",
+            blocks=[],
+        )
     except (SlackApiError, KeyError):
         log.debug("could not update the choice message")
     files = [SlackFile(id=str(i), name=str(i)) for i in file_ids]

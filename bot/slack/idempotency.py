@@ -79,7 +79,8 @@ class ClaimLedger:
                 return
             try:
                 self._db.execute(
-                    "INSERT OR REPLACE INTO held (key, payload, at) VALUES (?, ?, ?)", (key, json.dumps(payload), time.time())
+                    "INSERT OR REPLACE INTO held (key, payload, at) VALUES (?, ?, ?)",
+                    (key, json.dumps(payload), time.time()),
                 )
             except sqlite3.Error as exc:
                 log.warning("could not hold %s for a restart (%s)", key, exc)

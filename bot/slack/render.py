@@ -83,7 +83,9 @@ _INVISIBLE = re.compile(
 )
 _BROADCAST_WORD = re.compile(r"(?<![\w@＠])@(channel|here|everyone)\b", re.I)
 # `&` starting an entity (also the legacy `&lt`, `&gt`, `&amp` without `;` that HTML decodes)
-_ENTITY_LIKE = re.compile(r"&(?=#\d+;?|#[xX][0-9a-fA-F]+;?|[A-Za-z][A-Za-z0-9]{1,31};|(?:lt|gt|amp|quot)(?![a-z]))", re.I)
+_ENTITY_LIKE = re.compile(
+    r"&(?=#\d+;?|#[xX][0-9a-fA-F]+;?|[A-Za-z][A-Za-z0-9]{1,31};|(?:lt|gt|amp|quot)(?![a-z]))", re.I
+)
 _URL = re.compile(r"https?://[A-Za-z0-9\-._~%!$&'()*+,;=:@/?#\[\]]+\Z", re.I)
 _ENTITY_IN_URL = re.compile(r"&(#\d+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);")
 # A mrkdwn string's unbreakable pieces: kbbot's own links, entities, whitespace runs, words.
@@ -422,7 +424,9 @@ def render_answer(answer: Answer, answer_id: str | None = None, *, feedback: boo
         markdown = "🔎 **The knowledge bases don't have enough to answer this.**"
         if answer.answer:
             markdown += "\n\n" + to_markdown(answer.answer, limit=MARKDOWN_LIMIT - len(markdown) - 2)
-        text = NOT_FOUND_TEXT + (f" {to_plain(answer.answer, FALLBACK_LIMIT - len(NOT_FOUND_TEXT) - 1)}" if answer.answer else "")
+        text = NOT_FOUND_TEXT + (
+            f" {to_plain(answer.answer, FALLBACK_LIMIT - len(NOT_FOUND_TEXT) - 1)}" if answer.answer else ""
+        )
     blocks = head + divider + footer
     return RenderedAnswer(text=text, markdown=markdown, blocks=blocks[:MAX_BLOCKS], footer_blocks=footer[:MAX_BLOCKS])
 

@@ -40,7 +40,11 @@ def resume_held(deps: SlackDeps, client: WebClient, max_age_s: float = MAX_AGE_S
         try:
             replies = fetch_replies(client, question.channel, question.reply_ts)
         except SlackApiError as exc:
-            log.warning("could not check %s for an earlier reply (%s); will try at the next start", key, exc.response.get("error"))
+            log.warning(
+                "could not check %s for an earlier reply (%s); will try at the next start",
+                key,
+                exc.response.get("error"),
+            )
             continue
         if any(question.from_bot(m) and float(m.get("ts") or 0) > float(question.ts) for m in replies):
             deps.ledger.release(key)  # answered before the restart; only the release was lost

@@ -94,7 +94,9 @@ def serve(settings: Settings, host: str = "0.0.0.0", port: int | None = None) ->
     app, deps = build_slack(settings, socket_mode=socket_mode)
     deps.bot.open_store()  # this process owns the embedded store from now on (or stops here, saying who does)
     deps.bot.refresh()  # logs every kb.toml that cannot be read (its KB keeps its last known rules)
-    threading.Thread(target=_start_up, args=(deps, app.client, settings.slack_warmup), name="kbbot-start", daemon=True).start()
+    threading.Thread(
+        target=_start_up, args=(deps, app.client, settings.slack_warmup), name="kbbot-start", daemon=True
+    ).start()
     stop = threading.Event()
     with contextlib.suppress(ValueError):  # only possible in the main thread
         signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -136,7 +136,9 @@ def resolve(client: WebClient, file: SlackFile) -> SlackFile:
     return SlackFile.from_payload(info)
 
 
-def ingest_slack_files(deps: SlackDeps, client: WebClient, origin: Origin, kb: str, files: list[SlackFile]) -> list[FileResult]:
+def ingest_slack_files(
+    deps: SlackDeps, client: WebClient, origin: Origin, kb: str, files: list[SlackFile]
+) -> list[FileResult]:
     """Download the files, then ingest them into `kb` as one batch; a bad file never stops the others. The
     application layer decides whether this person may upload there — before anything is downloaded."""
     try:
@@ -157,7 +159,13 @@ def ingest_slack_files(deps: SlackDeps, client: WebClient, origin: Origin, kb: s
             if not file.url:
                 raise DownloadError("Slack did not give a download URL for this file")
             expect_html = PurePosixPath(file.name).suffix.lower() in (".html", ".htm")
-            uploads.append(Upload(file.name, download(file.url, deps.bot_token, max_bytes, deps.trusted_hosts, expect_html), file.permalink))
+            uploads.append(
+                Upload(
+                    file.name,
+                    download(file.url, deps.bot_token, max_bytes, deps.trusted_hosts, expect_html),
+                    file.permalink,
+                )
+            )
         except DownloadError as exc:
             results.append(FileResult(file.name, "failed", detail=str(exc)))
     if not uploads:
@@ -168,7 +176,9 @@ def ingest_slack_files(deps: SlackDeps, client: WebClient, origin: Origin, kb: s
         return results + [FileResult(u.name, "failed", detail=str(exc)) for u in uploads]
     except Exception:
         log.exception("ingesting %s into %s failed", [u.name for u in uploads], kb)
-        return results + [FileResult(u.name, "failed", detail="internal error while ingesting (see the bot's log)") for u in uploads]
+        return results + [
+            FileResult(u.name, "failed", detail="internal error while ingesting (see the bot's log)") for u in uploads
+        ]
     return results + [FileResult(doc.document, doc.status, doc.chunks, doc.error) for doc in report.documents]
 
 

@@ -17,7 +17,10 @@ from helpers.cli import spawn_kbbot
 
 PARENTAL_HISTORY = [
     {"role": "user", "text": "How much paid parental leave do employees get?"},
-    {"role": "assistant", "text": "Primary caregivers get 16 weeks of fully paid leave; secondary caregivers get 6 weeks."},
+    {
+        "role": "assistant",
+        "text": "Primary caregivers get 16 weeks of fully paid leave; secondary caregivers get 6 weeks.",
+    },
 ]
 
 QUESTIONS = [
@@ -119,7 +122,9 @@ def test_ask_questions_prints_one_answer_per_line_in_order(cli_runs):
         assert line["question"] == row["question"].strip() or line.get("error")
     vacation, beijing, fifa, contractors, empty, token, unknown = lines
 
-    assert vacation["status"] == "answered" and "annual-and-sick-leave.md" in [c["document"] for c in vacation["citations"]]
+    assert vacation["status"] == "answered" and "annual-and-sick-leave.md" in [
+        c["document"] for c in vacation["citations"]
+    ]
     assert beijing["status"] == "answered" and "¥600" in beijing["answer"]
     assert fifa["status"] == "insufficient_context" and fifa["citations"] == []
     assert contractors["status"] == "answered" and "parental leave" in contractors["standalone_query"].lower()
@@ -216,19 +221,21 @@ def test_ask_with_an_empty_question_fails_clearly(run_cli, sample_settings):
 
 
 def test_chat_keeps_history_pins_kbs_and_shows_the_trace(run_cli, sample_settings, monkeypatch):
-    lines = iter([
-        "How much paid parental leave do employees get?",
-        "and for contractors?",
-        "/trace",
-        "/kb nosuchkb",
-        "/kb product",
-        "How long is an OAuth access token valid for the API?",
-        "/trace",
-        "/kb",
-        "/new",
-        "/trace",
-        "/quit",
-    ])
+    lines = iter(
+        [
+            "How much paid parental leave do employees get?",
+            "and for contractors?",
+            "/trace",
+            "/kb nosuchkb",
+            "/kb product",
+            "How long is an OAuth access token valid for the API?",
+            "/trace",
+            "/kb",
+            "/new",
+            "/trace",
+            "/quit",
+        ]
+    )
     monkeypatch.setattr("builtins.input", lambda prompt="": next(lines))
     result = run_cli(sample_settings, "chat")
 

@@ -28,8 +28,10 @@ def client(fake_llm, tmp_path) -> LlmClient:
 
 def colour_step(access: LlmAccess, **kwargs):
     return llm_step(
-        COLOUR, access,
-        lambda: [{"role": "user", "content": "a colour?"}], Colour,
+        COLOUR,
+        access,
+        lambda: [{"role": "user", "content": "a colour?"}],
+        Colour,
         lambda reply: reply.colour if reply.colour != "invisible" else None,
         lambda: "grey",
         **kwargs,
@@ -56,7 +58,10 @@ def test_a_rejected_reply_gets_the_steps_note(client, fake_llm):
     fake_llm.handler = lambda request: chat({"colour": "invisible"})
     outcome = colour_step(LlmAccess(client))
     assert (outcome.value, outcome.policy, outcome.note, outcome.llm_down) == (
-        "grey", "offline", "LLM colour unusable: offline colour used", False
+        "grey",
+        "offline",
+        "LLM colour unusable: offline colour used",
+        False,
     )
 
 

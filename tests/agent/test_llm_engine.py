@@ -137,7 +137,9 @@ def test_llm_route_cannot_reach_a_kb_the_caller_may_not_use(agent_service, agent
 
     from bot.core import KnowledgeBot, Origin
 
-    settings = build_settings(agent_data_dir, OPENAI_API_KEY=API_KEY, OPENAI_BASE_URL=fake_llm.base_url, KBBOT_LLM_TIMEOUT=5)
+    settings = build_settings(
+        agent_data_dir, OPENAI_API_KEY=API_KEY, OPENAI_BASE_URL=fake_llm.base_url, KBBOT_LLM_TIMEOUT=5
+    )
     fake_llm.handler = token_pipeline(route=route_to("finance"))
     bot = KnowledgeBot(settings, service=agent_service, membership=StaticMembership({"C0PEOPLE01": {"U0EMPLOY01"}}))
     answer = bot.ask(Origin.slack_dm("D0DIRECT1", "U0EMPLOY01"), TOKEN_QUESTION).answer
@@ -286,9 +288,7 @@ def three_relevant(request: Request) -> Reply:
 
 
 def test_answer_citing_a_passage_that_does_not_exist_is_not_an_answer(llm_engine, fake_llm, agent_service):
-    fake_llm.handler = token_pipeline(
-        grade=three_relevant, answer=chat("Tokens never expire, trust me [7].")
-    )
+    fake_llm.handler = token_pipeline(grade=three_relevant, answer=chat("Tokens never expire, trust me [7]."))
     answer = llm_engine.answer(TOKEN_QUESTION)
 
     assert len(passages(fake_llm.of_kind("answer")[0])) == 3, "the model saw exactly 3 passages"
@@ -390,7 +390,9 @@ def test_round_cap_holds_when_the_model_is_never_satisfied(llm_engine, fake_llm)
     assert fake_llm.kinds.count("CondensedQuery") == MAX_ROUNDS - 1
     assert "answer" not in fake_llm.kinds
     assert [r.query for r in answer.rounds] == [
-        VACATION_QUESTION, f"{VACATION_QUESTION} (attempt 2)", f"{VACATION_QUESTION} (attempt 3)"
+        VACATION_QUESTION,
+        f"{VACATION_QUESTION} (attempt 2)",
+        f"{VACATION_QUESTION} (attempt 3)",
     ]
     for r in answer.rounds:
         assert r.policy == "llm" and not r.sufficient and "the exact number of days" in r.reason
@@ -432,9 +434,7 @@ def test_injected_instructions_reach_the_llm_only_as_quoted_data(llm_engine, fak
     fake_llm.handler = pipeline(
         route=route_to("engineering"),
         grade=grade_relevant("invoice export window"),
-        answer=answer_citing(
-            "invoice export window", "The platform team added it on 2023-03-14 [{n}]."
-        ),
+        answer=answer_citing("invoice export window", "The platform team added it on 2023-03-14 [{n}]."),
     )
     answer = llm_engine.answer(INJECTION_QUESTION)
 

@@ -93,9 +93,7 @@ def test_in_kb_question_is_answered_citing_the_right_document(
 
 
 @pytest.mark.parametrize("question", OUT_OF_KB)
-def test_out_of_kb_question_gets_insufficient_context_naming_what_was_searched(
-    offline_engine, chunk_exists, question
-):
+def test_out_of_kb_question_gets_insufficient_context_naming_what_was_searched(offline_engine, chunk_exists, question):
     answer = offline_engine.answer(question)
 
     assert answer.status == "insufficient_context", answer.answer
@@ -374,7 +372,8 @@ def test_citations_follow_the_live_version_of_a_document(sample_service):
     question = "Where is the annual team offsite held?"
 
     sample_service.ingest_bytes(
-        "people", "team-offsite.md",
+        "people",
+        "team-offsite.md",
         b"# Team offsite\n\nThe annual team offsite is held in Lisbon, Portugal, every May.\n",
     )
     first = engine.answer(question)
@@ -382,7 +381,8 @@ def test_citations_follow_the_live_version_of_a_document(sample_service):
     [old] = [c for c in first.citations if c.document == "team-offsite.md"]
 
     sample_service.ingest_bytes(
-        "people", "team-offsite.md",
+        "people",
+        "team-offsite.md",
         b"# Team offsite\n\nThe annual team offsite is held in Porto, Portugal, every June.\n",
     )
     second = engine.answer(question)
@@ -462,8 +462,12 @@ def test_answer_json_has_the_contract_fields(offline_engine):
 
 def test_one_engine_answers_concurrent_questions(offline_engine):
     """The Slack bot answers from worker threads with one shared engine."""
-    questions = {IN_KB[0]: "annual-and-sick-leave.md", IN_KB[6]: "shanghai-office-guide-zh.docx",
-                 IN_KB[3]: "api-reference.pdf", OUT_OF_KB[2]: None}
+    questions = {
+        IN_KB[0]: "annual-and-sick-leave.md",
+        IN_KB[6]: "shanghai-office-guide-zh.docx",
+        IN_KB[3]: "api-reference.pdf",
+        OUT_OF_KB[2]: None,
+    }
     results: dict[str, Answer | BaseException] = {}
 
     def ask(q: str) -> None:

@@ -18,7 +18,8 @@ def documents(answer) -> list[str]:
 def finance_untouched(answer) -> bool:
     return (
         "finance" not in answer.searched_kbs
-        and "finance" not in answer.route.kbs and "finance" not in answer.route.scores
+        and "finance" not in answer.route.kbs
+        and "finance" not in answer.route.scores
         and all("finance" not in r.kbs for r in answer.rounds)
         and all(not eid.startswith("finance/") for r in answer.rounds for eid in r.evidence_ids)
         and all(c.kb != "finance" for c in answer.citations)

@@ -42,7 +42,9 @@ class ChromaServer:
         log = self.log_path.open("a")
         self.process = subprocess.Popen(
             [chroma_cli(), "run", "--path", str(self.path), "--host", self.host, "--port", str(self.port)],
-            stdout=log, stderr=subprocess.STDOUT, env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=self.env,
         )
         log.close()
         deadline = time.monotonic() + timeout

@@ -71,7 +71,9 @@ def write_docx(
 
 def write_corrupt_pdf(path: Path) -> Path:
     """Starts like a PDF, then garbage: no xref, no objects pypdf can use."""
-    path.write_bytes(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<< /Type /Catalog /Pages 2 0 R >>\n" + b"\x8f\x03garbage" * 200)
+    path.write_bytes(
+        b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<< /Type /Catalog /Pages 2 0 R >>\n" + b"\x8f\x03garbage" * 200
+    )
     return path
 
 

@@ -47,11 +47,16 @@ class FakeEmbeddings:
                 texts = body.get("input") or []
                 texts = [texts] if isinstance(texts, str) else texts
                 fake._maybe_hold(texts)
-                payload = json.dumps({
-                    "object": "list", "model": body.get("model", "fake"),
-                    "data": [{"object": "embedding", "index": i, "embedding": vector(t)} for i, t in enumerate(texts)],
-                    "usage": {"prompt_tokens": 0, "total_tokens": 0},
-                }).encode()
+                payload = json.dumps(
+                    {
+                        "object": "list",
+                        "model": body.get("model", "fake"),
+                        "data": [
+                            {"object": "embedding", "index": i, "embedding": vector(t)} for i, t in enumerate(texts)
+                        ],
+                        "usage": {"prompt_tokens": 0, "total_tokens": 0},
+                    }
+                ).encode()
                 try:
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")
@@ -96,5 +101,8 @@ class FakeEmbeddings:
 
     def settings(self) -> dict[str, str]:
         """The settings that point kbbot's embeddings here."""
-        return {"KBBOT_EMBEDDING_BACKEND": "openai", "OPENAI_API_KEY": "sk-fake-embeddings",
-                "OPENAI_BASE_URL": self.base_url}
+        return {
+            "KBBOT_EMBEDDING_BACKEND": "openai",
+            "OPENAI_API_KEY": "sk-fake-embeddings",
+            "OPENAI_BASE_URL": self.base_url,
+        }

@@ -92,7 +92,13 @@ class FakeSlack:
 
     def add_message(self, channel: str, user: str, text: str, thread_ts: str | None = None, **extra) -> dict:
         with self._lock:
-            message = {"type": "message", "user": user, "text": text, "ts": extra.pop("ts", None) or self.next_ts(), **extra}
+            message = {
+                "type": "message",
+                "user": user,
+                "text": text,
+                "ts": extra.pop("ts", None) or self.next_ts(),
+                **extra,
+            }
             if thread_ts:
                 message["thread_ts"] = thread_ts
             self.messages.setdefault(channel, []).append(message)
@@ -103,8 +109,12 @@ class FakeSlack:
         with self._lock:
             file_id = f"F{next(self._clock):09d}"
             meta = {
-                "id": file_id, "name": name, "title": name, "mimetype": mimetype,
-                "filetype": name.rsplit(".", 1)[-1], "size": len(data) if size is None else size,
+                "id": file_id,
+                "name": name,
+                "title": name,
+                "mimetype": mimetype,
+                "filetype": name.rsplit(".", 1)[-1],
+                "size": len(data) if size is None else size,
                 "url_private": f"{self.base}/files-pri/{TEAM}-{file_id}/{name}",
                 "url_private_download": f"{self.base}/files-pri/{TEAM}-{file_id}/download/{name}",
                 "permalink": f"https://lumen.slack.com/files/{BOT_USER}/{file_id}/{name}",
@@ -120,8 +130,10 @@ class FakeSlack:
         """Messages the bot posted (chat.postMessage or a finished chat stream), optionally in one thread."""
         with self._lock:
             return [
-                m for m in self.messages.get(channel, [])
-                if m.get("bot_id") == BOT_ID and (thread_ts is None or m.get("thread_ts") == thread_ts)
+                m
+                for m in self.messages.get(channel, [])
+                if m.get("bot_id") == BOT_ID
+                and (thread_ts is None or m.get("thread_ts") == thread_ts)
                 and not m.get("streaming")
             ]
 
@@ -135,7 +147,9 @@ class FakeSlack:
                     return value
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise AssertionError(f"timed out after {timeout}s waiting for {what}; calls: {[c.method for c in self.calls]}")
+                    raise AssertionError(
+                        f"timed out after {timeout}s waiting for {what}; calls: {[c.method for c in self.calls]}"
+                    )
                 self._changed.wait(min(remaining, 0.05))
 
     # --- the API -----------------------------------------------------------------------------
@@ -172,12 +186,26 @@ class FakeSlack:
             return 200, {"ok": True, **result}, {}
 
     def m_auth_test(self, p: dict) -> dict:
-        return {"url": "https://lumen.slack.com/", "team": "Lumen", "user": "kbbot", "team_id": TEAM,
-                "user_id": BOT_USER, "bot_id": BOT_ID, "is_enterprise_install": False}
+        return {
+            "url": "https://lumen.slack.com/",
+            "team": "Lumen",
+            "user": "kbbot",
+            "team_id": TEAM,
+            "user_id": BOT_USER,
+            "bot_id": BOT_ID,
+            "is_enterprise_install": False,
+        }
 
     def _post(self, p: dict, **extra) -> dict:
-        message = {"type": "message", "user": BOT_USER, "bot_id": BOT_ID, "text": p.get("text", ""),
-                   "blocks": p.get("blocks"), "ts": self.next_ts(), **extra}
+        message = {
+            "type": "message",
+            "user": BOT_USER,
+            "bot_id": BOT_ID,
+            "text": p.get("text", ""),
+            "blocks": p.get("blocks"),
+            "ts": self.next_ts(),
+            **extra,
+        }
         if p.get("thread_ts"):
             message["thread_ts"] = p["thread_ts"]
             parent = self._find(p["channel"], p["thread_ts"])
@@ -230,16 +258,18 @@ class FakeSlack:
         return {}
 
     def m_conversations_replies(self, p: dict) -> dict:
-        thread = [m for m in self.messages.get(p["channel"], [])
-                  if m["ts"] == p["ts"] or m.get("thread_ts") == p["ts"]]
+        thread = [m for m in self.messages.get(p["channel"], []) if m["ts"] == p["ts"] or m.get("thread_ts") == p["ts"]]
         thread = [m for m in thread if not m.get("streaming")]
         return {"messages": sorted(thread, key=lambda m: float(m["ts"])), "has_more": False}
 
     def m_conversations_history(self, p: dict) -> dict:
         latest = float(p.get("latest") or "inf")
         oldest = float(p.get("oldest") or 0)
-        top = [m for m in self.messages.get(p["channel"], [])
-               if m.get("thread_ts") in (None, m["ts"]) and oldest <= float(m["ts"]) < latest and not m.get("streaming")]
+        top = [
+            m
+            for m in self.messages.get(p["channel"], [])
+            if m.get("thread_ts") in (None, m["ts"]) and oldest <= float(m["ts"]) < latest and not m.get("streaming")
+        ]
         top.sort(key=lambda m: float(m["ts"]), reverse=True)
         return {"messages": top[: int(p.get("limit") or 100)], "has_more": False}
 

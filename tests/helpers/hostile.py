@@ -15,7 +15,9 @@ from pathlib import Path
 from helpers.documents import write_docx
 
 _FONT = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
-_PAGE = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>"
+_PAGE = (
+    b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>"
+)
 
 
 def pdf_from_objects(objects: list[bytes]) -> bytes:
@@ -38,13 +40,15 @@ def _flate_stream(data: bytes) -> bytes:
 
 
 def _one_page_pdf(content: bytes, declared_pages: int = 1) -> bytes:
-    return pdf_from_objects([
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count %d >>" % declared_pages,
-        _PAGE,
-        _flate_stream(content),
-        _FONT,
-    ])
+    return pdf_from_objects(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [3 0 R] /Count %d >>" % declared_pages,
+            _PAGE,
+            _flate_stream(content),
+            _FONT,
+        ]
+    )
 
 
 def pdf_stream_bomb(path: Path, inflated_mb: int = 200) -> Path:
@@ -79,7 +83,9 @@ def pdf_with_shared_pages(path: Path, pages: int = 5000, fanout: int = 500, decl
     kids = []
     for start in range(0, pages, fanout):
         count = min(fanout, pages - start)
-        objects.append(b"<< /Type /Pages /Parent 2 0 R /Kids [" + b" ".join([b"3 0 R"] * count) + b"] /Count %d >>" % count)
+        objects.append(
+            b"<< /Type /Pages /Parent 2 0 R /Kids [" + b" ".join([b"3 0 R"] * count) + b"] /Count %d >>" % count
+        )
         kids.append(b"%d 0 R" % len(objects))
     objects[1] = b"<< /Type /Pages /Kids [" + b" ".join(kids) + b"] /Count %d >>" % declared
     path.write_bytes(pdf_from_objects(objects))
@@ -97,9 +103,7 @@ def docx_entity_bomb(path: Path, levels: int = 9) -> Path:
     """A DOCX whose document.xml declares "billion laughs" entities (10^levels expansions)."""
     base = write_docx(path.with_name(path.stem + "-base.docx"), [("para", "LAUGH-HERE")])
     xml = zipfile.ZipFile(base).read("word/document.xml").decode("utf-8")
-    entities = '<!ENTITY e0 "ha">' + "".join(
-        f'<!ENTITY e{i} "{f"&e{i - 1};" * 10}">' for i in range(1, levels + 1)
-    )
+    entities = '<!ENTITY e0 "ha">' + "".join(f'<!ENTITY e{i} "{f"&e{i - 1};" * 10}">' for i in range(1, levels + 1))
     prolog_end = xml.index("?>") + 2
     xml = xml[:prolog_end] + f"<!DOCTYPE w:document [{entities}]>" + xml[prolog_end:]
     return _replace_member(base, path, "word/document.xml", xml.replace("LAUGH-HERE", f"&e{levels};").encode())
@@ -112,7 +116,9 @@ def docx_deep_xml(path: Path, depth: int = 100_000) -> Path:
     xml = xml.replace("DEEP-HERE", "deep</w:t></w:r>" + "<w:r>" * depth + "</w:r>" * depth + "<w:r><w:t>end")
     with zipfile.ZipFile(base) as zin, zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as zout:
         for info in zin.infolist():  # stored, not deflated: the point is depth, not the ratio
-            zout.writestr(info.filename, xml.encode() if info.filename == "word/document.xml" else zin.read(info.filename))
+            zout.writestr(
+                info.filename, xml.encode() if info.filename == "word/document.xml" else zin.read(info.filename)
+            )
     return path
 
 
@@ -144,7 +150,9 @@ def docx_lying_sizes(path: Path, inflated_mb: int = 50, declared: int = 4096) ->
 
 
 def deep_html(path: Path, depth: int = 100_000) -> Path:
-    path.write_text("<html><body>" + "<div>" * depth + "deep text" + "</div>" * depth + "</body></html>", encoding="utf-8")
+    path.write_text(
+        "<html><body>" + "<div>" * depth + "deep text" + "</div>" * depth + "</body></html>", encoding="utf-8"
+    )
     return path
 
 

@@ -37,13 +37,17 @@ def violations(service, running: bool = False) -> list[str]:  # noqa: ANN001 - a
                     problems.append(f"{where}: failed but has live version {doc.live_version}")
                 continue
             if doc.live_version is None or doc.live_chunks <= 0:
-                problems.append(f"{where}: ready without chunks (live version {doc.live_version}, {doc.live_chunks} chunks)")
+                problems.append(
+                    f"{where}: ready without chunks (live version {doc.live_version}, {doc.live_chunks} chunks)"
+                )
                 continue
             ids = [chunk_id_for(kb, doc.name, doc.live_version, i) for i in range(doc.live_chunks)]
             expected.update(ids)
             found = set(store.collection(kb).get(ids=ids, include=[])["ids"])
             if found != set(ids):
-                problems.append(f"{where}: ready but {len(set(ids) - found)}/{len(ids)} live chunks missing from Chroma")
+                problems.append(
+                    f"{where}: ready but {len(set(ids) - found)}/{len(ids)} live chunks missing from Chroma"
+                )
             served = {c.chunk_id for c in store.get_chunks(kb, ids)}
             if served != set(ids):
                 problems.append(f"{where}: ready but {len(set(ids) - served)}/{len(ids)} live chunks not served")
@@ -54,8 +58,10 @@ def violations(service, running: bool = False) -> list[str]:  # noqa: ANN001 - a
         indexed = set(store.keyword_index(kb).chunk_ids)
         if indexed != expected:
             missing, extra = expected - indexed, indexed - expected
-            problems.append(f"{kb}: keyword index differs from the live chunks (missing {sorted(missing)[:5]}, "
-                            f"extra {sorted(extra)[:5]})")
+            problems.append(
+                f"{kb}: keyword index differs from the live chunks (missing {sorted(missing)[:5]}, "
+                f"extra {sorted(extra)[:5]})"
+            )
     return problems
 
 

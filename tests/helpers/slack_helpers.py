@@ -49,8 +49,14 @@ class SlackSender:
     def __init__(self, url: str, fake: FakeSlack):
         self.url, self.fake = url, fake
 
-    def post(self, body: str, content_type: str, headers: dict | None = None, signed: bool = True,
-             timestamp: int | None = None) -> Response:
+    def post(
+        self,
+        body: str,
+        content_type: str,
+        headers: dict | None = None,
+        signed: bool = True,
+        timestamp: int | None = None,
+    ) -> Response:
         all_headers = {"Content-Type": content_type, **(sign(body, timestamp) if signed else {}), **(headers or {})}
         request = urllib.request.Request(self.url, data=body.encode(), headers=all_headers, method="POST")
         started = time.perf_counter()
@@ -64,8 +70,13 @@ class SlackSender:
 
     def envelope(self, event: dict, event_id: str | None = None) -> dict:
         return {
-            "token": "legacy-verification-token", "team_id": TEAM, "api_app_id": APP_ID, "event": event,
-            "type": "event_callback", "event_id": event_id or unique("Ev"), "event_time": int(time.time()),
+            "token": "legacy-verification-token",
+            "team_id": TEAM,
+            "api_app_id": APP_ID,
+            "event": event,
+            "type": "event_callback",
+            "event_id": event_id or unique("Ev"),
+            "event_time": int(time.time()),
             "authorizations": [{"team_id": TEAM, "user_id": BOT_USER, "is_bot": True, "enterprise_id": None}],
             "is_ext_shared_channel": False,
         }
@@ -75,18 +86,38 @@ class SlackSender:
         body = json.dumps(self.envelope(event, event_id))
         return self.post(body, "application/json", headers=headers, **kwargs)
 
-    def mention(self, channel: str, user: str, text: str, thread_ts: str | None = None, **kwargs) -> tuple[dict, Response]:
+    def mention(
+        self, channel: str, user: str, text: str, thread_ts: str | None = None, **kwargs
+    ) -> tuple[dict, Response]:
         """A user @mentions the bot: the message lands in Slack (the fake), then the event is delivered."""
         message = self.fake.add_message(channel, user, f"<@{BOT_USER}> {text}", thread_ts=thread_ts)
-        event = {"type": "app_mention", "user": user, "text": message["text"], "ts": message["ts"], "channel": channel,
-                 "event_ts": message["ts"], "team": TEAM, **({"thread_ts": thread_ts} if thread_ts else {})}
+        event = {
+            "type": "app_mention",
+            "user": user,
+            "text": message["text"],
+            "ts": message["ts"],
+            "channel": channel,
+            "event_ts": message["ts"],
+            "team": TEAM,
+            **({"thread_ts": thread_ts} if thread_ts else {}),
+        }
         return message, self.event(event, **kwargs)
 
-    def message(self, channel: str, user: str, text: str, thread_ts: str | None = None, channel_type: str = "channel",
-                **extra) -> tuple[dict, Response]:
+    def message(
+        self, channel: str, user: str, text: str, thread_ts: str | None = None, channel_type: str = "channel", **extra
+    ) -> tuple[dict, Response]:
         message = self.fake.add_message(channel, user, text, thread_ts=thread_ts, **extra)
-        event = {"type": "message", "channel": channel, "user": user, "text": text, "ts": message["ts"],
-                 "event_ts": message["ts"], "channel_type": channel_type, "team": TEAM, **extra}
+        event = {
+            "type": "message",
+            "channel": channel,
+            "user": user,
+            "text": text,
+            "ts": message["ts"],
+            "event_ts": message["ts"],
+            "channel_type": channel_type,
+            "team": TEAM,
+            **extra,
+        }
         if thread_ts:
             event["thread_ts"] = thread_ts
         return message, self.event(event)
@@ -99,9 +130,18 @@ class SlackSender:
     def command(self, text: str, user: str, channel: str) -> tuple[Response, str, str]:
         response_id, trigger_id = unique("R"), unique("trig.")
         form = {
-            "token": "legacy", "team_id": TEAM, "team_domain": "lumen", "channel_id": channel, "channel_name": "x",
-            "user_id": user, "user_name": user.lower(), "command": "/kb", "text": text, "api_app_id": APP_ID,
-            "response_url": f"{self.fake.base}/response/{response_id}", "trigger_id": trigger_id,
+            "token": "legacy",
+            "team_id": TEAM,
+            "team_domain": "lumen",
+            "channel_id": channel,
+            "channel_name": "x",
+            "user_id": user,
+            "user_name": user.lower(),
+            "command": "/kb",
+            "text": text,
+            "api_app_id": APP_ID,
+            "response_url": f"{self.fake.base}/response/{response_id}",
+            "trigger_id": trigger_id,
         }
         return self.post(urlencode(form), "application/x-www-form-urlencoded"), response_id, trigger_id
 

@@ -53,7 +53,9 @@ class SlackBot:
 
 
 @contextlib.contextmanager
-def running_bot(settings: Settings, fake: FakeSlack, bot: KnowledgeBot | None = None, warm: bool = True) -> Iterator[SlackBot]:
+def running_bot(
+    settings: Settings, fake: FakeSlack, bot: KnowledgeBot | None = None, warm: bool = True
+) -> Iterator[SlackBot]:
     from bot.slack.app import build_slack
     from bot.slack.server import make_http_server
 
@@ -113,7 +115,10 @@ def spawn_serve(settings: Settings, workdir: Path, port: int | None = None, **en
     port = port or free_port()
     log = workdir / f"serve-{port}-{time.monotonic_ns()}.log"
     process = subprocess.Popen(
-        [*kbbot_command(), "-v", "serve", "--host", "127.0.0.1", "--port", str(port)], env=child_env(settings, **env),
-        cwd=str(workdir), stdout=subprocess.DEVNULL, stderr=log.open("w"),
+        [*kbbot_command(), "-v", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        env=child_env(settings, **env),
+        cwd=str(workdir),
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("w"),
     )
     return ServeProcess(process, port, log)

@@ -31,8 +31,11 @@ SECRETS = ("21.6", "revenue-targets", "board-financial-plan", "finance", "U0CFO0
 
 def everything_said(fake: FakeSlack) -> str:
     """Every string the bot sent to Slack (messages, streams, ephemerals, responses)."""
-    return "\n".join(json.dumps(c.params, ensure_ascii=False) for c in fake.calls
-                     if c.method.startswith(("chat.", "views.")) or c.method == "response_url")
+    return "\n".join(
+        json.dumps(c.params, ensure_ascii=False)
+        for c in fake.calls
+        if c.method.startswith(("chat.", "views.")) or c.method == "response_url"
+    )
 
 
 def break_typo(kbs):
@@ -53,7 +56,12 @@ def break_unmounted(kbs):
     kbs.rename(kbs.with_name("knowledge_bases.unmounted"))
 
 
-BREAKAGES = {"typo": break_typo, "deleted": break_deleted, "half-written": break_half_written, "unmounted": break_unmounted}
+BREAKAGES = {
+    "typo": break_typo,
+    "deleted": break_deleted,
+    "half-written": break_half_written,
+    "unmounted": break_unmounted,
+}
 
 
 @pytest.fixture

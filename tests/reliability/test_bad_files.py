@@ -90,13 +90,25 @@ def test_pdf_stream_bomb_is_refused_at_the_inflation_limit(service, kb, tmp_path
 
 
 def test_pdf_declaring_100k_pages_is_refused_before_walking_them(service, kb, tmp_path: Path) -> None:
-    refused(service, kb, hostile.pdf_declaring_pages(tmp_path / "claims.pdf", 100_000),
-            "declares 100,000 pages", "limit of 2,000 pages", "KBBOT_MAX_PDF_PAGES", within_s=3)
+    refused(
+        service,
+        kb,
+        hostile.pdf_declaring_pages(tmp_path / "claims.pdf", 100_000),
+        "declares 100,000 pages",
+        "limit of 2,000 pages",
+        "KBBOT_MAX_PDF_PAGES",
+        within_s=3,
+    )
 
 
 def test_pdf_hiding_5000_pages_behind_a_small_count(service, kb, tmp_path: Path) -> None:
-    refused(service, kb, hostile.pdf_with_shared_pages(tmp_path / "shared.pdf", 5000, declared=1),
-            "has 5,000 pages", "KBBOT_MAX_PDF_PAGES")
+    refused(
+        service,
+        kb,
+        hostile.pdf_with_shared_pages(tmp_path / "shared.pdf", 5000, declared=1),
+        "has 5,000 pages",
+        "KBBOT_MAX_PDF_PAGES",
+    )
 
 
 def test_slow_pdf_is_killed_at_the_time_limit_and_nothing_holds_the_kb(service, kb, tmp_path: Path) -> None:
@@ -110,9 +122,11 @@ def test_slow_pdf_is_killed_at_the_time_limit_and_nothing_holds_the_kb(service, 
     before = fingerprint(service, kb)
     searcher = HybridSearcher(service.store, service.embedder)
     errors: list[str] = []
-    ingest = threading.Thread(target=lambda: errors.append(refused(
-        service, kb, slow, "longer than the limit of 1 s", "KBBOT_PARSE_TIMEOUT_S", within_s=4
-    )))
+    ingest = threading.Thread(
+        target=lambda: errors.append(
+            refused(service, kb, slow, "longer than the limit of 1 s", "KBBOT_PARSE_TIMEOUT_S", within_s=4)
+        )
+    )
     ingest.start()
     time.sleep(0.3)
     while ingest.is_alive():  # reads are never blocked by the parse in flight
@@ -145,13 +159,26 @@ def test_parse_over_the_memory_cap_fails_cleanly(service, kb, tmp_path: Path) ->
 
 
 def test_docx_zip_bomb(service, kb, tmp_path: Path) -> None:
-    refused(service, kb, write_docx_zip_bomb(tmp_path / "bomb.docx", inflated_mb=300),
-            "zip bomb", "KBBOT_MAX_INFLATED_MB", within_s=2)
+    refused(
+        service,
+        kb,
+        write_docx_zip_bomb(tmp_path / "bomb.docx", inflated_mb=300),
+        "zip bomb",
+        "KBBOT_MAX_INFLATED_MB",
+        within_s=2,
+    )
 
 
 def test_docx_entity_bomb(service, kb, tmp_path: Path) -> None:
-    refused(service, kb, hostile.docx_entity_bomb(tmp_path / "laughs.docx"), "XML entities", "DOCTYPE",
-            within_s=2, upload=True)
+    refused(
+        service,
+        kb,
+        hostile.docx_entity_bomb(tmp_path / "laughs.docx"),
+        "XML entities",
+        "DOCTYPE",
+        within_s=2,
+        upload=True,
+    )
 
 
 def test_docx_nested_100k_deep(service, kb, tmp_path: Path) -> None:
@@ -159,16 +186,28 @@ def test_docx_nested_100k_deep(service, kb, tmp_path: Path) -> None:
 
 
 def test_docx_lying_about_its_sizes(service, kb, tmp_path: Path) -> None:
-    refused(service, kb, hostile.docx_lying_sizes(tmp_path / "liar.docx"), "word/document.xml",
-            "does not match its checksum", within_s=2)
+    refused(
+        service,
+        kb,
+        hostile.docx_lying_sizes(tmp_path / "liar.docx"),
+        "word/document.xml",
+        "does not match its checksum",
+        within_s=2,
+    )
 
 
 # --- HTML, text, encodings -----------------------------------------------------------------------
 
 
 def test_html_nested_100k_divs(service, kb, tmp_path: Path) -> None:
-    refused(service, kb, hostile.deep_html(tmp_path / "deep.html"), "nests elements more than 256 levels",
-            "KBBOT_MAX_NESTING_DEPTH", within_s=2)
+    refused(
+        service,
+        kb,
+        hostile.deep_html(tmp_path / "deep.html"),
+        "nests elements more than 256 levels",
+        "KBBOT_MAX_NESTING_DEPTH",
+        within_s=2,
+    )
 
 
 def test_empty_file(service, kb, tmp_path: Path) -> None:
@@ -228,7 +267,11 @@ def test_huge_single_line_under_the_limit_ingests_in_bounded_chunks(service, kb,
         ("latin1.txt", "Le café coûte 2 francs; la façade rénovée ouvre à 9 h.".encode("latin-1"), "façade rénovée"),
         ("utf16-bom.txt", "Remote work: three days a week, café included.".encode("utf-16"), "café included"),
         ("utf16-nobom.txt", "Remote work: three days a week, café included.".encode("utf-16-le"), "café included"),
-        ("sjis.txt", "東京オフィスの勤務時間は午前九時から午後六時までです。".encode("shift_jis"), "午前九時から午後六時"),
+        (
+            "sjis.txt",
+            "東京オフィスの勤務時間は午前九時から午後六時までです。".encode("shift_jis"),
+            "午前九時から午後六時",
+        ),
     ],
 )
 def test_non_utf8_text_ingests_with_the_right_characters(service, kb, name: str, data: bytes, expected: str) -> None:
@@ -256,10 +299,13 @@ def test_oversize_with_and_without_size_metadata(make_settings, tmp_path: Path) 
 
 def test_same_name_twice_in_one_upload_batch(service, kb) -> None:
     before = fingerprint(service, kb)
-    report = service.ingest_uploads(kb, [
-        ("handbook.md", b"# Handbook\n\nVersion one.\n", "https://files.slack.example/F111"),
-        ("handbook.md", b"# Handbook\n\nVersion two.\n", "https://files.slack.example/F222"),
-    ])
+    report = service.ingest_uploads(
+        kb,
+        [
+            ("handbook.md", b"# Handbook\n\nVersion one.\n", "https://files.slack.example/F111"),
+            ("handbook.md", b"# Handbook\n\nVersion two.\n", "https://files.slack.example/F222"),
+        ],
+    )
     assert [d.status for d in report.documents] == ["failed"]
     error = report.documents[0].error
     assert "2 files in this batch have this name" in error and "F111" in error and "F222" in error
@@ -294,8 +340,12 @@ def test_fifo_named_txt_is_never_opened(service, kb, tmp_path: Path) -> None:
 def test_unsupported_types_inside_a_folder_are_skipped(service, kb, tmp_path: Path) -> None:
     folder = tmp_path / "site"
     folder.mkdir()
-    for name, data in (("style.css", b"body{}"), ("build.sh", b"#!/bin/sh\n"), ("dump.gz", b"\x1f\x8b\x08"),
-                       ("Makefile", b"all:\n")):
+    for name, data in (
+        ("style.css", b"body{}"),
+        ("build.sh", b"#!/bin/sh\n"),
+        ("dump.gz", b"\x1f\x8b\x08"),
+        ("Makefile", b"all:\n"),
+    ):
         (folder / name).write_bytes(data)
     (folder / "page.md").write_text("# Page\n\nThe badge office is in room 12.\n", encoding="utf-8")
     report = service.ingest(kb, [folder])

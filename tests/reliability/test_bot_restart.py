@@ -44,10 +44,16 @@ def test_kill_9_while_answering_then_restart_answers_each_question_once(world):
         fake.stalled = {"chat.postMessage", "conversations.history"}
         mention, _ = send.mention(PEOPLE, EMPLOYEE, QUESTION)  # caught posting its reply
         dm, _ = send.dm(HR_LEAD, "How many paid sick days are there per year?")  # caught reading its history
-        fake.wait_for(lambda: any(c.params.get("thread_ts") == mention["ts"] for c in fake.calls_of("chat.postMessage")),
-                      timeout=60, what="the mention's reply being posted")
-        fake.wait_for(lambda: any(c.params.get("channel") == dm_channel(HR_LEAD) for c in fake.calls_of("conversations.history")),
-                      timeout=60, what="the DM's history being read")
+        fake.wait_for(
+            lambda: any(c.params.get("thread_ts") == mention["ts"] for c in fake.calls_of("chat.postMessage")),
+            timeout=60,
+            what="the mention's reply being posted",
+        )
+        fake.wait_for(
+            lambda: any(c.params.get("channel") == dm_channel(HR_LEAD) for c in fake.calls_of("conversations.history")),
+            timeout=60,
+            what="the DM's history being read",
+        )
     finally:
         bot.process.kill()  # kill -9
         bot.process.wait(timeout=30)
@@ -57,12 +63,23 @@ def test_kill_9_while_answering_then_restart_answers_each_question_once(world):
     again = spawn_serve(settings, workdir, port=bot.port, KBBOT_SLACK_WARMUP="off")
     try:
         again.wait_healthy()
-        [reply] = fake.wait_for(lambda: finished_replies(fake, PEOPLE, mention["ts"]), timeout=90, what="the mention answered")
+        [reply] = fake.wait_for(
+            lambda: finished_replies(fake, PEOPLE, mention["ts"]), timeout=90, what="the mention answered"
+        )
         assert "25 days" in reply["text"] or "25" in str(reply["blocks"])
         fake.wait_for(lambda: finished_replies(fake, dm_channel(HR_LEAD), dm["ts"]), timeout=90, what="the DM answered")
         send = SlackSender(again.url, fake)
-        send.event({"type": "app_mention", "user": EMPLOYEE, "text": mention["text"], "ts": mention["ts"],
-                    "channel": PEOPLE, "event_ts": mention["ts"]}, retry_num=1)  # Slack's redelivery, after the restart
+        send.event(
+            {
+                "type": "app_mention",
+                "user": EMPLOYEE,
+                "text": mention["text"],
+                "ts": mention["ts"],
+                "channel": PEOPLE,
+                "event_ts": mention["ts"],
+            },
+            retry_num=1,
+        )  # Slack's redelivery, after the restart
         time.sleep(3)  # anything that would answer twice has had time to
         assert len(finished_replies(fake, PEOPLE, mention["ts"])) == 1
         assert len(finished_replies(fake, dm_channel(HR_LEAD), dm["ts"])) == 1

@@ -87,7 +87,9 @@ _HOOKED_INGEST = textwrap.dedent(
             if point == "before-flip":
                 reached()
             with self._connect() as db:  # the flip's last statement, inside its transaction
-                db.set_trace_callback(lambda sql: reached() if sql.lstrip().startswith("UPDATE kbs SET generation") else None)
+                db.set_trace_callback(
+                    lambda sql: reached() if sql.lstrip().startswith("UPDATE kbs SET generation") else None
+                )
             return real_publish(self, *args, **kwargs)
 
         registry.Registry.publish_versions = publish_versions
@@ -138,10 +140,13 @@ def _manual(path: Path, marker: str, sections: int) -> Path:
     for s in range(sections):
         parts.append(f"\n## Procedure {s}\n\n")
         for p in range(4):
-            parts.append(" ".join(
-                f"Step {s}.{p}.{i}: the {marker} crew checks valve {s * 97 + i} and logs pressure {p * 13 + i} kPa."
-                for i in range(12)
-            ) + "\n\n")
+            parts.append(
+                " ".join(
+                    f"Step {s}.{p}.{i}: the {marker} crew checks valve {s * 97 + i} and logs pressure {p * 13 + i} kPa."
+                    for i in range(12)
+                )
+                + "\n\n"
+            )
     path.write_text("".join(parts), encoding="utf-8")
     return path
 
@@ -160,8 +165,11 @@ def _registry(settings: Settings, sql: str, *args: object) -> list[tuple]:
 
 
 def _chroma_ids(settings: Settings, prefix: str) -> list[str]:
-    rows = _rows(settings.data_dir / "chroma" / "chroma.sqlite3",
-                 "SELECT embedding_id FROM embeddings WHERE embedding_id LIKE ?", prefix + "%")
+    rows = _rows(
+        settings.data_dir / "chroma" / "chroma.sqlite3",
+        "SELECT embedding_id FROM embeddings WHERE embedding_id LIKE ?",
+        prefix + "%",
+    )
     return [r[0] for r in rows]
 
 
@@ -182,8 +190,9 @@ def _kb_list(settings: Settings) -> list[dict]:
 
 def _landed(crash: Crash) -> str:
     """Check the store at the moment of the kill is what the point's name says; describe it."""
-    states = _registry(crash.settings, "SELECT state FROM versions WHERE document = 'manual.md' AND version = ?",
-                       crash.version)
+    states = _registry(
+        crash.settings, "SELECT state FROM versions WHERE document = 'manual.md' AND version = ?", crash.version
+    )
     written = len(_chroma_ids(crash.settings, f"{KB}/manual.md@v{crash.version}#"))
     if crash.point == "parsing":
         assert states == [] and written == 0, (states, written)
@@ -219,12 +228,28 @@ def crashes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Cras
                 if has_v1:
                     old = root / "v1" / "manual.md"
                     old.parent.mkdir()
-                    old.write_text("# Operations manual\n\nThe ORIGINAL procedure: call extension 4410.\n",
-                                   encoding="utf-8")
+                    old.write_text(
+                        "# Operations manual\n\nThe ORIGINAL procedure: call extension 4410.\n", encoding="utf-8"
+                    )
                     crash.v1_chunks = svc.ingest(KB, [old]).documents[0].chunks
             crash.process = subprocess.Popen(
-                [sys.executable, "-c", _HOOKED_INGEST, str(crash.marker), point, "ingest", "--kb", KB, str(new), "--json"],
-                env=child_env(settings), cwd=str(root), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                [
+                    sys.executable,
+                    "-c",
+                    _HOOKED_INGEST,
+                    str(crash.marker),
+                    point,
+                    "ingest",
+                    "--kb",
+                    KB,
+                    str(new),
+                    "--json",
+                ],
+                env=child_env(settings),
+                cwd=str(root),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
             )
             runs[name] = crash
         for crash in runs.values():  # while the children start: how many chunks a flip point must see written
@@ -239,8 +264,9 @@ def crashes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Cras
             for name, crash in list(waiting.items()):
                 if crash.process.poll() is not None:
                     _, err = crash.process.communicate()
-                    pytest.fail(f"{name}: ended before reaching {crash.point} (exit {crash.process.returncode}): "
-                                f"{err[-2000:]}")
+                    pytest.fail(
+                        f"{name}: ended before reaching {crash.point} (exit {crash.process.returncode}): {err[-2000:]}"
+                    )
                 if crash.marker.exists():
                     crash.seen = _landed(crash)
                     crash.process.send_signal(signal.SIGKILL)
@@ -305,8 +331,9 @@ def test_a_chroma_server_stopped_mid_question_is_a_clear_error_and_searching_res
     from bot.agent.engine import AnswerEngine
     from tools.search import HybridSearcher
 
-    settings = make_settings(CHROMA_HOST=chroma_server.host, CHROMA_PORT=chroma_server.port,
-                             KBBOT_KNOWLEDGE_BASES_DIR=tmp_path / "none")
+    settings = make_settings(
+        CHROMA_HOST=chroma_server.host, CHROMA_PORT=chroma_server.port, KBBOT_KNOWLEDGE_BASES_DIR=tmp_path / "none"
+    )
     where = f"{chroma_server.host}:{chroma_server.port}"
     docs = tmp_path / "docs"
     docs.mkdir()

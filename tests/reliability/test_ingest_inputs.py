@@ -50,7 +50,10 @@ def test_a_site_with_an_index_html_per_folder_ingests_in_one_command(settings, s
     assert result.code == 0, result.out + result.err
     documents = {d["document"]: d for d in json.loads(result.out)["documents"]}
     assert {n for n, d in documents.items() if d["status"] == "ready"} == {
-        "index.html", "faq/index.html", "tutorial/index.html", "api/v2/index.html"
+        "index.html",
+        "faq/index.html",
+        "tutorial/index.html",
+        "api/v2/index.html",
     }
     skipped = {n: d["reason"] for n, d in documents.items() if d["status"] == "skipped"}
     assert set(skipped) == {"_static/style.css", "_static/search.js", "objects.inv"}  # hidden .doctrees: silent
@@ -66,16 +69,25 @@ def test_a_site_with_an_index_html_per_folder_ingests_in_one_command(settings, s
 def test_several_files_are_named_relative_to_their_common_parent(settings, site: Path, run_cli) -> None:
     with KnowledgeService(settings.tools) as svc:
         svc.create_kb(KB, "Product documentation site")
-    result = run_cli(settings, "ingest", "--kb", KB, str(site / "faq" / "index.html"),
-                     str(site / "tutorial" / "index.html"), "--json")
+    result = run_cli(
+        settings,
+        "ingest",
+        "--kb",
+        KB,
+        str(site / "faq" / "index.html"),
+        str(site / "tutorial" / "index.html"),
+        "--json",
+    )
     assert result.code == 0, result.out
     assert {(d["document"], d["status"]) for d in json.loads(result.out)["documents"]} == {
-        ("faq/index.html", "ready"), ("tutorial/index.html", "ready")
+        ("faq/index.html", "ready"),
+        ("tutorial/index.html", "ready"),
     }
     # Two folders: named relative to their common parent as well.
     again = run_cli(settings, "ingest", "--kb", KB, str(site / "faq"), str(site / "api"), "--json")
     assert {(d["document"], d["status"]) for d in json.loads(again.out)["documents"]} == {
-        ("faq/index.html", "unchanged"), ("api/v2/index.html", "ready")
+        ("faq/index.html", "unchanged"),
+        ("api/v2/index.html", "ready"),
     }
 
 
@@ -109,9 +121,11 @@ def declared(tmp_path: Path) -> Path:
     (kbs / "handbook" / "kb.toml").write_text(
         'name = "handbook"\ndescription = "The staff handbook: leave, expenses, the office."\n', encoding="utf-8"
     )
-    for name, text in (("leave.md", "Everyone gets 25 days of annual leave."),
-                       ("expenses.md", "Submit receipts within 30 days."),
-                       ("office.md", "The office opens at 8 am.")):
+    for name, text in (
+        ("leave.md", "Everyone gets 25 days of annual leave."),
+        ("expenses.md", "Submit receipts within 30 days."),
+        ("office.md", "The office opens at 8 am."),
+    ):
         (docs / name).write_text(f"# {name[:-3].title()}\n\n{text}\n", encoding="utf-8")
     return kbs
 
@@ -128,8 +142,9 @@ def test_sync_removes_what_left_docs_and_nothing_else(make_settings, declared: P
     docs = declared / "handbook" / "docs"
     assert {s for s, _ in _sync(settings, run_cli).values()} == {"ready"}
     with KnowledgeService(settings.tools) as svc:  # documents from elsewhere, named like docs/ files would be
-        assert svc.ingest_bytes("handbook", "uploaded.md", b"# Uploaded\n\nFrom Slack.\n",
-                                source_url="https://files.slack.example/F1").ok
+        assert svc.ingest_bytes(
+            "handbook", "uploaded.md", b"# Uploaded\n\nFrom Slack.\n", source_url="https://files.slack.example/F1"
+        ).ok
         cli_file = tmp_path / "elsewhere" / "cli.md"
         cli_file.parent.mkdir()
         cli_file.write_text("# CLI\n\nIngested by hand.\n", encoding="utf-8")

@@ -128,7 +128,9 @@ def test_a_hung_server_costs_the_question_no_more_than_its_deadline(llm_engine, 
     # One request, cut at the deadline (less the offline reserve) instead of 30 s, and never retried.
     assert fake.kinds == ["CondensedQuery"]
     [note] = answer.notes
-    assert note.startswith("LLM unavailable for condense (APITimeoutError, no time left to retry before the question's deadline)")
+    assert note.startswith(
+        "LLM unavailable for condense (APITimeoutError, no time left to retry before the question's deadline)"
+    )
     assert "offline condense used" in note and SKIPPED in note
     figures.add("faults_survived")
 

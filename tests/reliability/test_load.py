@@ -42,8 +42,12 @@ def loaded(synced_data_dir, tmp_path_factory):
 
 def test_a_burst_of_events_and_uploads_is_acked_answered_once_and_nothing_is_lost(loaded):
     bot, fake = loaded, loaded.fake
-    uploads = [fake.add_file(f"load-note-{i}-{unique('')}.md", f"# Load note {i}\n\nThe burst test note number {i}.\n".encode())
-               for i in range(3)]
+    uploads = [
+        fake.add_file(
+            f"load-note-{i}-{unique('')}.md", f"# Load note {i}\n\nThe burst test note number {i}.\n".encode()
+        )
+        for i in range(3)
+    ]
 
     def send(i: int):
         text = QUESTIONS[i % len(QUESTIONS)]
@@ -86,5 +90,7 @@ def test_a_burst_of_events_and_uploads_is_acked_answered_once_and_nothing_is_los
     assert all(states.get(meta["name"]) == "ready" for meta in uploads), states
     lost = sum(states.get(meta["name"]) != "ready" for meta in uploads) + len(twice)
     figures.add("lost", lost)
-    print(f"\nburst: {EVENTS} events, {answered} answered, {busy} told busy; acks p99 {figures.p99_ack_ms():.0f} ms, "
-          f"max {max(acks_ms):.0f} ms; 3 uploads ready")
+    print(
+        f"\nburst: {EVENTS} events, {answered} answered, {busy} told busy; acks p99 {figures.p99_ack_ms():.0f} ms, "
+        f"max {max(acks_ms):.0f} ms; 3 uploads ready"
+    )

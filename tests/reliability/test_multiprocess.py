@@ -60,8 +60,13 @@ class Resident:
 
     def __init__(self, settings: Settings, cwd: Path):
         self.process = subprocess.Popen(
-            [sys.executable, "-c", _RESIDENT, KB], env=child_env(settings), cwd=str(cwd),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [sys.executable, "-c", _RESIDENT, KB],
+            env=child_env(settings),
+            cwd=str(cwd),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         assert self.read() == {"ready": True}
 
@@ -69,7 +74,9 @@ class Resident:
         line = self.process.stdout.readline()
         if not line:
             self.process.wait(30)
-            pytest.fail(f"the resident process died (exit {self.process.returncode}): {self.process.stderr.read()[-3000:]}")
+            pytest.fail(
+                f"the resident process died (exit {self.process.returncode}): {self.process.stderr.read()[-3000:]}"
+            )
         return json.loads(line)
 
     def ask(self, command: str) -> dict:
@@ -112,6 +119,7 @@ def _doc(path: Path, text: str) -> Path:
 
 def _fingerprint(settings: Settings) -> tuple[list, list]:
     """Registry rows and Chroma ids read with sqlite (no kbbot code, no lock, nothing recovered)."""
+
     def rows(path: Path, sql: str) -> list:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
         try:
@@ -120,14 +128,14 @@ def _fingerprint(settings: Settings) -> tuple[list, list]:
             db.close()
 
     return (
-        rows(settings.data_dir / "registry.sqlite3", "SELECT kb, name, state, live_version, live_chunks FROM documents"),
+        rows(
+            settings.data_dir / "registry.sqlite3", "SELECT kb, name, state, live_version, live_chunks FROM documents"
+        ),
         rows(settings.data_dir / "chroma" / "chroma.sqlite3", "SELECT embedding_id FROM embeddings"),
     )
 
 
-def test_a_second_process_is_refused_the_embedded_store(
-    make_settings, tmp_path: Path, resident_factory
-) -> None:
+def test_a_second_process_is_refused_the_embedded_store(make_settings, tmp_path: Path, resident_factory) -> None:
     kbs = tmp_path / "kbs"
     _doc(kbs / KB / "docs" / "declared.md", "Declared text about the loading dock.")
     (kbs / KB / "kb.toml").write_text(f'name = "{KB}"\ndescription = "Shared store test"\n', encoding="utf-8")
@@ -145,14 +153,18 @@ def test_a_second_process_is_refused_the_embedded_store(
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1, (args, done.stderr)
         message = lines[0]
-        assert message.startswith(f"error: the data dir {settings.data_dir} is in use by another kbbot process "
-                                  f"(pid {holder.process.pid}"), message
+        assert message.startswith(
+            f"error: the data dir {settings.data_dir} is in use by another kbbot process (pid {holder.process.pid}"
+        ), message
         assert "chroma run --path" in message and "CHROMA_HOST" in message, message
         figures.add("faults_survived")
     assert _fingerprint(settings) == before, "a refused command changed the store"
 
     # In this process too (the library, not only the CLI): a clear KnowledgeBaseError, nothing opened.
-    with KnowledgeService(settings.tools) as svc, pytest.raises(KnowledgeBaseError, match="in use by another kbbot process"):
+    with (
+        KnowledgeService(settings.tools) as svc,
+        pytest.raises(KnowledgeBaseError, match="in use by another kbbot process"),
+    ):
         svc.store.live_chunks(KB)
 
     # Registry-only commands keep working while the holder runs.

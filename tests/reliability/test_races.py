@@ -25,8 +25,10 @@ KB = "races"
 
 
 def _doc(i: int, topic: str = "shift") -> bytes:
-    return (f"# Handbook {i}\n\n## Rule {i}\n\nThe {topic} rota {i} is kept by team T{i:03d}; "
-            f"call desk {1000 + i} for the {topic} swap form number {i * 7}.\n").encode()
+    return (
+        f"# Handbook {i}\n\n## Rule {i}\n\nThe {topic} rota {i} is kept by team T{i:03d}; "
+        f"call desk {1000 + i} for the {topic} swap form number {i * 7}.\n"
+    ).encode()
 
 
 def _pause(obj: object, name: str, reached: threading.Event, resume: threading.Event, times: int = 1) -> None:
@@ -246,7 +248,9 @@ def test_a_document_deleted_while_its_new_version_is_ingested(settings: Settings
 # --- every failure path of ingest ends ready or failed ---------------------------------------------------
 
 
-def test_the_kb_deleted_while_an_ingest_parses_leaves_nothing_processing(kb_service: KnowledgeService, settings) -> None:
+def test_the_kb_deleted_while_an_ingest_parses_leaves_nothing_processing(
+    kb_service: KnowledgeService, settings
+) -> None:
     reached, resume = threading.Event(), threading.Event()
 
     def load() -> ParsedDocument:  # the document is being read (a slow download, a big PDF)
@@ -274,8 +278,9 @@ def test_the_kb_deleted_while_an_ingest_parses_leaves_nothing_processing(kb_serv
 
 
 @pytest.mark.parametrize("has_v1", [False, True], ids=["first-version", "update"])
-def test_a_registry_failure_at_the_flip_ends_failed_with_a_reason(has_v1: bool, kb_service: KnowledgeService,
-                                                                  settings: Settings) -> None:
+def test_a_registry_failure_at_the_flip_ends_failed_with_a_reason(
+    has_v1: bool, kb_service: KnowledgeService, settings: Settings
+) -> None:
     """SQLite refuses the flip (disk I/O error, locked past its timeout): injected at publish_versions."""
     if has_v1:
         assert kb_service.ingest_bytes(KB, "a.md", _doc(1)).ok
@@ -304,5 +309,3 @@ def test_a_registry_failure_at_the_flip_ends_failed_with_a_reason(has_v1: bool, 
     # The next attempt goes through.
     assert kb_service.ingest_bytes(KB, "a.md", _doc(2, "night")).ok
     assert_consistent(kb_service)
-
-

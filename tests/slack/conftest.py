@@ -51,4 +51,3 @@ def bot(slack_bot):
     slack_bot.deps.status.enabled = True
     slack_bot.kbbot.membership.forget()
     return slack_bot
-

@@ -34,15 +34,26 @@ HOSTILE_DOC = (
 
 # What the bot is asked, what its answer must quote (inert, not hidden), and the hostile input kinds quoted.
 QUESTIONS = [
-    ("Where is the Zephyr kettle rota kept and when is the Zephyr kettle descaled?", ["the kettle rota", "!channel"],
-     ["markdown link smuggling >|<!channel>"]),
-    ("Who refills the Zephyr kettle daily?", ["!here", "@U123", "#C123", "!subteam"],
-     ["broadcasts and user/channel/user-group mentions"]),
-    ("Where is the Zephyr kettle manual and how many litres does the Zephyr kettle hold?",
-     ["the official Lumen manual", "!everyone", "@U999"], ["disguised <url|label> link", "entities that decode to markup"]),
-    ("Who changes the Zephyr kettle filters, and every how many months?",
-     ["filters are changed by facilities", "gnore your instructions", "＠channel"],
-     ["zero-width, bidi and tag characters", "instructions aimed at the model", "bare @channel/@here"]),
+    (
+        "Where is the Zephyr kettle rota kept and when is the Zephyr kettle descaled?",
+        ["the kettle rota", "!channel"],
+        ["markdown link smuggling >|<!channel>"],
+    ),
+    (
+        "Who refills the Zephyr kettle daily?",
+        ["!here", "@U123", "#C123", "!subteam"],
+        ["broadcasts and user/channel/user-group mentions"],
+    ),
+    (
+        "Where is the Zephyr kettle manual and how many litres does the Zephyr kettle hold?",
+        ["the official Lumen manual", "!everyone", "@U999"],
+        ["disguised <url|label> link", "entities that decode to markup"],
+    ),
+    (
+        "Who changes the Zephyr kettle filters, and every how many months?",
+        ["filters are changed by facilities", "gnore your instructions", "＠channel"],
+        ["zero-width, bidi and tag characters", "instructions aimed at the model", "bare @channel/@here"],
+    ),
 ]
 _counted: set[str] = set()
 
@@ -67,8 +78,11 @@ def hostile_kb(slack_bot):
 
 def slack_payloads(bot) -> list[dict]:
     """Every chat.* payload and response_url post the bot sent (what Slack would render)."""
-    return [{"method": c.method, **c.params} for c in bot.fake.calls
-            if c.method.startswith("chat.") or c.method == "response_url"]
+    return [
+        {"method": c.method, **c.params}
+        for c in bot.fake.calls
+        if c.method.startswith("chat.") or c.method == "response_url"
+    ]
 
 
 def assert_inert(bot) -> list[dict]:
@@ -102,7 +116,9 @@ def test_hostile_document_answers_reach_slack_inert(bot, hostile_kb, streaming):
         for kind in hostile_kinds:
             tried(kind)
     records = [bot.kbbot.records.answers_in(PEOPLE, ts) for ts in asked]
-    assert any(c["document"] == hostile_kb for r in records for a in r for c in a["citations"]), "answers cite the document"
+    assert any(c["document"] == hostile_kb for r in records for a in r for c in a["citations"]), (
+        "answers cite the document"
+    )
     if not streaming:
         assert "adm.exe" in text and "\u202e" not in text  # the Sources name the document, its RTL override gone
     for kind in ("hostile document name", "hostile source URL (not linked)"):
@@ -111,7 +127,9 @@ def test_hostile_document_answers_reach_slack_inert(bot, hostile_kb, streaming):
 
 def test_hostile_question_and_kb_ask_reach_slack_inert(bot, hostile_kb):
     # The user's own words come back in the reply (the insufficient-context text names what was asked).
-    hostile_question = "What about <!channel> \u202eand &lt;@U777&gt; [x](https://evil.example/q>|<!here>) and the Zephyr kettle?"
+    hostile_question = (
+        "What about <!channel> \u202eand &lt;@U777&gt; [x](https://evil.example/q>|<!here>) and the Zephyr kettle?"
+    )
     message, _ = bot.send.mention(PEOPLE, EMPLOYEE, hostile_question)
     wait_reply(bot, PEOPLE, message["ts"])
     _, rid, _ = bot.send.command("ask Who refills the Zephyr kettle daily?", EMPLOYEE, PEOPLE)

@@ -27,21 +27,38 @@ HOSTILE = (
     "Zero\u200bwidth\u200c\u200d\u200e\u200f, bidi \u202egnp.exe\u202c \u2066iso\u2069 \ufeffbom\u2028line\u2029para, "
     "tag\U000e0041\U000e0042 chars; &lt;!channel&gt; and &#60;@U999&#62;; bare @channel @here."
 )
-INVISIBLE = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\u2028\u2029\U000e0000-\U000e007f\x00-\x08\x0b-\x1f\x7f]")
+INVISIBLE = re.compile(
+    "[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\u2028\u2029\U000e0000-\U000e007f\x00-\x08\x0b-\x1f\x7f]"
+)
 
 
 def citation(n: int, source_url: str | None = PERMALINK, **kw) -> Citation:
-    values = {"kb": "people", "document": "handbook.pdf", "chunk_id": f"c{n}", "excerpt": "Staff get 25 days.",
-              "score": 0.9, "location": "Handbook > Leave > Annual"}
+    values = {
+        "kb": "people",
+        "document": "handbook.pdf",
+        "chunk_id": f"c{n}",
+        "excerpt": "Staff get 25 days.",
+        "score": 0.9,
+        "location": "Handbook > Leave > Annual",
+    }
     values.update(kw)
     return Citation(n=n, source_url=source_url, **values)
 
 
 def make_answer(text: str, citations: list[Citation] | None = None, status: str = "answered", **kw) -> Answer:
     citations = [citation(1)] if citations is None else citations
-    return Answer(status=status, answer=text, question="q?", standalone_query="q", route=Route(["people"], {"people": 0.9}),
-                  rounds=[RoundTrace("q", ["people"], status == "answered", "ok")], citations=citations,
-                  timings_ms={"total": 1200.0}, searched_kbs=["people"], **kw)
+    return Answer(
+        status=status,
+        answer=text,
+        question="q?",
+        standalone_query="q",
+        route=Route(["people"], {"people": 0.9}),
+        rounds=[RoundTrace("q", ["people"], status == "answered", "ok")],
+        citations=citations,
+        timings_ms={"total": 1200.0},
+        searched_kbs=["people"],
+        **kw,
+    )
 
 
 # --- the payload scanner (the e2e tests use it too) ----------------------------------------------
@@ -124,8 +141,12 @@ def assert_rendered_within_limits(rendered) -> None:
 
 def rendered_payload(rendered) -> dict:
     """What reaches Slack: chat.postMessage (text + blocks), and the stream (markdown_text + stop blocks)."""
-    return {"text": rendered.text, "blocks": rendered.blocks, "markdown_text": rendered.markdown,
-            "stop_blocks": rendered.footer_blocks}
+    return {
+        "text": rendered.text,
+        "blocks": rendered.blocks,
+        "markdown_text": rendered.markdown,
+        "stop_blocks": rendered.footer_blocks,
+    }
 
 
 # --- findings on the answer renderer --------------------------------------------------------------
@@ -154,7 +175,9 @@ def test_the_fallback_text_is_escaped():
 def test_streaming_markdown_cannot_produce_slack_syntax_or_disguised_links():
     from bot.slack.render import render_answer
 
-    rendered = render_answer(make_answer(f"See <{EVIL}|the handbook> and [payroll]({EVIL}) and <!subteam^S01|hr> [1]."), "a1")
+    rendered = render_answer(
+        make_answer(f"See <{EVIL}|the handbook> and [payroll]({EVIL}) and <!subteam^S01|hr> [1]."), "a1"
+    )
     assert f"<{EVIL}|" not in rendered.markdown, rendered.markdown  # today passed through as-is
     assert "<!subteam" not in rendered.markdown
     assert live_markup({"markdown_text": rendered.markdown}, [PERMALINK, EVIL]) == []
@@ -173,8 +196,9 @@ def test_invisible_and_bidi_characters_are_stripped_everywhere():
 def test_everything_hostile_at_once_is_inert_on_every_path():
     from bot.slack.render import render_answer, render_error
 
-    hostile_citation = citation(1, document=HOSTILE[:200], location=HOSTILE[:120], kb="people<!channel>",
-                                excerpt=HOSTILE)
+    hostile_citation = citation(
+        1, document=HOSTILE[:200], location=HOSTILE[:120], kb="people<!channel>", excerpt=HOSTILE
+    )
     cases = [
         make_answer(HOSTILE + " [1]", [hostile_citation], notes=[HOSTILE]),
         make_answer(HOSTILE, [], status="insufficient_context", notes=[HOSTILE]),
@@ -195,8 +219,15 @@ def test_citation_markers_link_only_to_valid_source_urls():
     assert f"<{PERMALINK}|[1]>" in good.blocks[0]["text"]["text"]
     assert f"[\\[1\\]]({PERMALINK})" in good.markdown
     assert f"<{PERMALINK}|handbook.pdf>" in json.dumps(good.blocks)  # Sources link to the Slack file
-    for bad in (f"{EVIL}>|<!here>", "javascript:alert(1)", "https://a b.example/x", "ftp://files.example/x",
-                "https://lumen.slack.com@evil.example/x", "https://x.example/\x07", "https://x.example/a|b"):
+    for bad in (
+        f"{EVIL}>|<!here>",
+        "javascript:alert(1)",
+        "https://a b.example/x",
+        "ftp://files.example/x",
+        "https://lumen.slack.com@evil.example/x",
+        "https://x.example/\x07",
+        "https://x.example/a|b",
+    ):
         rendered = render_answer(make_answer("Staff get 25 days [1].", [citation(1, source_url=bad)]), "a1")
         assert live_markup(rendered_payload(rendered), []) == [], bad
         assert "[1]" in rendered.blocks[0]["text"]["text"]
@@ -206,8 +237,18 @@ def test_links_render_only_from_validated_urls_with_escaped_labels():
     from bot.slack.render import safe_url, to_markdown, to_mrkdwn
 
     assert safe_url("https://docs.example/a?b=1&c=2#x") == "https://docs.example/a?b=1&c=2#x"
-    for bad in ("", "http://", "mailto:a@b.c", "https://x.example/<!channel>", "https://x.example/ y", "https://x.example/a>b",
-                "https://x.example/\u202e", "HTTPS://x.example/" + "a" * 5000, "//x.example", "https://user@x.example/"):
+    for bad in (
+        "",
+        "http://",
+        "mailto:a@b.c",
+        "https://x.example/<!channel>",
+        "https://x.example/ y",
+        "https://x.example/a>b",
+        "https://x.example/\u202e",
+        "HTTPS://x.example/" + "a" * 5000,
+        "//x.example",
+        "https://user@x.example/",
+    ):
         assert safe_url(bad) is None, bad
     out = to_mrkdwn("See [a <b> & c](https://docs.example/a?b=1&c=2) and [x](javascript:alert(1)).")
     assert "<https://docs.example/a?b=1&amp;c=2|a &lt;b&gt; &amp; c>" in out, out
@@ -239,16 +280,32 @@ def test_a_huge_answer_with_100_citations_and_long_names_stays_within_limits():
     from bot.slack.render import render_answer
 
     long = "x" * 5000
-    citations = [citation(n, document=f"{long}-{n}.pdf", location=" > ".join([long] * 4), kb=long, excerpt=long * 3,
-                          source_url=f"{PERMALINK}?n={n}") for n in range(1, 101)]
+    citations = [
+        citation(
+            n,
+            document=f"{long}-{n}.pdf",
+            location=" > ".join([long] * 4),
+            kb=long,
+            excerpt=long * 3,
+            source_url=f"{PERMALINK}?n={n}",
+        )
+        for n in range(1, 101)
+    ]
     text = " ".join(f"Sentence {n} says something & <more> [{n}]." for n in range(1, 101)) * 60  # ~300k chars
-    for answer in (make_answer(text, citations, notes=[long] * 20),
-                   make_answer(text, [], status="insufficient_context", notes=[long] * 20),
-                   make_answer("&" * 50000 + " [1]", citations[:1]),
-                   make_answer("[" + "a" * 200 + "](https://docs.example/" + "b" * 900 + ") " * 400 + "[1]", citations[:1])):
+    for answer in (
+        make_answer(text, citations, notes=[long] * 20),
+        make_answer(text, [], status="insufficient_context", notes=[long] * 20),
+        make_answer("&" * 50000 + " [1]", citations[:1]),
+        make_answer("[" + "a" * 200 + "](https://docs.example/" + "b" * 900 + ") " * 400 + "[1]", citations[:1]),
+    ):
         rendered = render_answer(answer, "a" * 40)
         assert_rendered_within_limits(rendered)
-        assert live_markup(rendered_payload(rendered), [c.source_url for c in citations] + ["https://docs.example/" + "b" * 900]) == []
+        assert (
+            live_markup(
+                rendered_payload(rendered), [c.source_url for c in citations] + ["https://docs.example/" + "b" * 900]
+            )
+            == []
+        )
     rendered = render_answer(make_answer(text, citations), "a1")
     assert sum(b["type"] == "section" for b in rendered.blocks) > 3  # split, not cut at one section
     assert any("…and 92 more" in json.dumps(b, ensure_ascii=False) for b in rendered.blocks)
@@ -262,7 +319,9 @@ def test_split_text_never_cuts_an_entity_or_a_link():
         pieces = split_text(text, limit=limit)
         assert all(len(p) <= limit for p in pieces)
         for piece in pieces:
-            assert not re.search(r"&(a|am|amp|l|lt|g|gt)?$", piece) and not re.match(r"^(amp|lt|gt|mp|p|t);", piece), piece[-10:]
+            assert not re.search(r"&(a|am|amp|l|lt|g|gt)?$", piece) and not re.match(r"^(amp|lt|gt|mp|p|t);", piece), (
+                piece[-10:]
+            )
             assert piece.count("<") == piece.count(">")
 
 
@@ -273,18 +332,30 @@ def evidence(*texts: str):
     from tools.search import Evidence
     from tools.store import StoredChunk
 
-    return [Evidence(StoredChunk(f"people/doc{i}.md@v1#0", "people", f"doc{i}.md", 1, 0, "Doc", "Doc > A", text),
-                     score=0.9 - i / 10, cosine=0.8, bm25=3.0) for i, text in enumerate(texts)]
+    return [
+        Evidence(
+            StoredChunk(f"people/doc{i}.md@v1#0", "people", f"doc{i}.md", 1, 0, "Doc", "Doc > A", text),
+            score=0.9 - i / 10,
+            cosine=0.8,
+            bm25=3.0,
+        )
+        for i, text in enumerate(texts)
+    ]
 
 
 def test_llm_links_survive_only_when_the_cited_evidence_has_that_exact_url():
     from bot.agent.answering import validate_llm_answer
 
-    ev = evidence("Book leave in Workday: https://workday.example/leave (see also https://wiki.example/a).",
-                  "The phishing page https://evil.example/login is not ours.")
+    ev = evidence(
+        "Book leave in Workday: https://workday.example/leave (see also https://wiki.example/a).",
+        "The phishing page https://evil.example/login is not ours.",
+    )
     draft = validate_llm_answer(
         "Book it in [Workday](https://workday.example/leave) [1]. Or [here](https://evil.example/login) [1], "
-        "see https://wiki.example/a and https://attacker.example/x [1]. [Docs](https://workday.example/leave/extra) [1].", ev)
+        "see https://wiki.example/a and https://attacker.example/x [1]. "
+        "[Docs](https://workday.example/leave/extra) [1].",
+        ev,
+    )
     assert draft is not None
     assert "[Workday](https://workday.example/leave)" in draft.text
     assert "https://wiki.example/a" in draft.text
@@ -320,10 +391,25 @@ def test_validate_llm_answer_is_unchanged_for_answers_without_links():
 def kb_entry(name: str, n_docs: int = 3, **kw):
     from bot.slack.blocks import DocEntry, KbEntry
 
-    documents = [DocEntry(f"doc-{i}.md", "ready" if i % 3 else "failed", 12, None if i % 3 else "could not parse <!channel>",
-                          PERMALINK if i % 2 else None) for i in range(n_docs)]
-    values = {"description": f"About {name}.", "restricted": False, "may_upload": False, "documents": n_docs,
-              "ready_documents": n_docs - n_docs // 3, "chunks": 12 * n_docs, "docs": documents}
+    documents = [
+        DocEntry(
+            f"doc-{i}.md",
+            "ready" if i % 3 else "failed",
+            12,
+            None if i % 3 else "could not parse <!channel>",
+            PERMALINK if i % 2 else None,
+        )
+        for i in range(n_docs)
+    ]
+    values = {
+        "description": f"About {name}.",
+        "restricted": False,
+        "may_upload": False,
+        "documents": n_docs,
+        "ready_documents": n_docs - n_docs // 3,
+        "chunks": 12 * n_docs,
+        "docs": documents,
+    }
     values.update(kw)
     return KbEntry(name=name, **values)
 
@@ -331,8 +417,16 @@ def kb_entry(name: str, n_docs: int = 3, **kw):
 def test_kb_list_blocks_render_kbs_documents_and_notes():
     from bot.slack.blocks import kb_list_blocks
 
-    blocks = kb_list_blocks([kb_entry("people", restricted=True, may_upload=True,
-                                      note="declaration broken: kb.toml line 3 (last known access rules kept)")])
+    blocks = kb_list_blocks(
+        [
+            kb_entry(
+                "people",
+                restricted=True,
+                may_upload=True,
+                note="declaration broken: kb.toml line 3 (last known access rules kept)",
+            )
+        ]
+    )
     assert_blocks_within_limits(blocks)
     text = json.dumps(blocks, ensure_ascii=False)
     assert "*Knowledge bases you can use here*" in text and "*people*" in text
@@ -350,10 +444,25 @@ def test_kb_list_blocks_stay_within_limits_at_any_size(count, docs):
     from bot.slack.blocks import DocEntry, kb_list_blocks
 
     hostile = ("<!channel> <@U123> <#C123|x> [a](https://evil.example) \u202e" * 20)[:500]
-    many = [DocEntry(f"{hostile}-{i}", "failed" if i % 2 else "ready", i, hostile, f"{EVIL}>|<!here>" if i % 3 else PERMALINK)
-            for i in range(docs)]
-    entries = [kb_entry(f"{hostile}{k}", n_docs=0, description=hostile * 4, note=hostile, documents=docs,
-                        ready_documents=docs // 2, docs=many, restricted=bool(k % 2)) for k in range(count)]
+    many = [
+        DocEntry(
+            f"{hostile}-{i}", "failed" if i % 2 else "ready", i, hostile, f"{EVIL}>|<!here>" if i % 3 else PERMALINK
+        )
+        for i in range(docs)
+    ]
+    entries = [
+        kb_entry(
+            f"{hostile}{k}",
+            n_docs=0,
+            description=hostile * 4,
+            note=hostile,
+            documents=docs,
+            ready_documents=docs // 2,
+            docs=many,
+            restricted=bool(k % 2),
+        )
+        for k in range(count)
+    ]
     blocks = kb_list_blocks(entries, heading=hostile)
     assert_blocks_within_limits(blocks)
     assert live_markup(blocks, [PERMALINK]) == []

@@ -32,8 +32,12 @@ def serve_settings(tmp_path, api_url: str, **overrides) -> Settings:
 
 def spawn(settings: Settings, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [*kbbot_command(), "serve", *args], env=child_env(settings, KBBOT_SLACK_WARMUP="off"),
-        cwd=str(settings.data_dir.parent), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [*kbbot_command(), "serve", *args],
+        env=child_env(settings, KBBOT_SLACK_WARMUP="off"),
+        cwd=str(settings.data_dir.parent),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -69,7 +73,9 @@ def test_serve_http_mode_verifies_signatures(tmp_path, fake_slack):
         assert post(url, body, sign(body)) == 200
         assert post(url, body, sign(body, secret="not-the-secret")) == 401
         assert post(url, body, sign(body, timestamp=int(time.time()) - 600)) == 401
-        assert any(c.method == "auth.test" and c.token == BOT_TOKEN for c in fake_slack.calls)  # token verified at start
+        assert any(
+            c.method == "auth.test" and c.token == BOT_TOKEN for c in fake_slack.calls
+        )  # token verified at start
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=10) == 0
     finally:
@@ -82,9 +88,13 @@ def test_serve_http_mode_verifies_signatures(tmp_path, fake_slack):
 
 
 def test_serve_uses_socket_mode_when_an_app_token_is_set(tmp_path, fake_slack):
-    process = spawn(serve_settings(tmp_path, fake_slack.api_url, SLACK_APP_TOKEN="xapp-fake-app-token", SLACK_SIGNING_SECRET=None))
+    process = spawn(
+        serve_settings(tmp_path, fake_slack.api_url, SLACK_APP_TOKEN="xapp-fake-app-token", SLACK_SIGNING_SECRET=None)
+    )
     try:
-        fake_slack.wait_for(lambda: fake_slack.calls_of("apps.connections.open"), timeout=30, what="apps.connections.open")
+        fake_slack.wait_for(
+            lambda: fake_slack.calls_of("apps.connections.open"), timeout=30, what="apps.connections.open"
+        )
         assert fake_slack.calls_of("apps.connections.open")[0].token == "xapp-fake-app-token"
     finally:
         process.kill()

@@ -14,7 +14,9 @@ def manifest() -> dict:
 def test_manifest_declares_events_command_interactivity_and_socket_mode():
     data = manifest()
     settings = data["settings"]
-    assert {"app_mention", "message.channels", "message.groups", "message.im"} <= set(settings["event_subscriptions"]["bot_events"])
+    assert {"app_mention", "message.channels", "message.groups", "message.im"} <= set(
+        settings["event_subscriptions"]["bot_events"]
+    )
     assert settings["interactivity"]["is_enabled"] is True
     assert settings["socket_mode_enabled"] is True
     [command] = data["features"]["slash_commands"]
@@ -32,8 +34,11 @@ def test_manifest_bot_scopes_cover_the_api_methods_used():
         "commands",  # /kb
         "files:read",  # files.info, url_private downloads
         "reactions:write",  # :eyes:
-        "channels:history", "groups:history", "im:history",  # message events, conversations.replies/history
-        "channels:read", "groups:read",  # conversations.members for restricted KBs
+        "channels:history",
+        "groups:history",
+        "im:history",  # message events, conversations.replies/history
+        "channels:read",
+        "groups:read",  # conversations.members for restricted KBs
     }
     assert needed <= scopes
     assert not {s for s in scopes if s.endswith(":write") and s not in {"chat:write", "reactions:write", "im:write"}}

@@ -40,7 +40,8 @@ def reply_text(message: dict) -> str:
 def wait_reply(bot, channel: str, thread_ts: str, count: int = 1, timeout: float = 30.0) -> list[dict]:
     return bot.fake.wait_for(
         lambda: (r := bot.fake.bot_replies(channel, thread_ts)) and len(r) >= count and r,
-        timeout=timeout, what=f"{count} bot repl(ies) in {channel}/{thread_ts}",
+        timeout=timeout,
+        what=f"{count} bot repl(ies) in {channel}/{thread_ts}",
     )
 
 
@@ -66,7 +67,10 @@ def test_mention_gets_a_threaded_cited_answer(bot):
     assert "annual-and-sick-leave.md" in text  # Sources
     assert "people" in text and "offline" in text  # context line
     # progress: :eyes: on the question, then a status naming the KB being searched
-    assert any(c.params.get("name") == "eyes" and c.params.get("timestamp") == message["ts"] for c in bot.fake.calls_of("reactions.add"))
+    assert any(
+        c.params.get("name") == "eyes" and c.params.get("timestamp") == message["ts"]
+        for c in bot.fake.calls_of("reactions.add")
+    )
     statuses = [c.params.get("status") for c in bot.fake.calls_of("assistant.threads.setStatus")]
     assert statuses and statuses[0].startswith("Searching")
     # streamed, with the feedback buttons at the bottom
@@ -84,7 +88,9 @@ def test_a_mention_with_no_words_gets_the_greeting(bot):
 
 
 def test_dm_is_answered_and_feedback_is_recorded(bot):
-    message, response = bot.send.dm(EMPLOYEE, "I've been off sick for a few days - at what point do I need a doctor's note?")
+    message, response = bot.send.dm(
+        EMPLOYEE, "I've been off sick for a few days - at what point do I need a doctor's note?"
+    )
     assert response.status == 200
     channel = dm_channel(EMPLOYEE)
     [reply] = wait_reply(bot, channel, message["ts"])
@@ -93,14 +99,28 @@ def test_dm_is_answered_and_feedback_is_recorded(bot):
     stop = bot.fake.calls_of("chat.stopStream")[-1].params
     [feedback] = [e for b in stop["blocks"] if b["type"] == "context_actions" for e in b["elements"]]
     value = feedback["negative_button"]["value"]
-    response = bot.send.interaction({
-        "type": "block_actions", "user": {"id": EMPLOYEE}, "team": {"id": "T0LUMEN001"}, "api_app_id": "A0KBBOT0001",
-        "channel": {"id": channel}, "container": {"type": "message", "message_ts": reply["ts"], "channel_id": channel},
-        "message": {"ts": reply["ts"], "thread_ts": message["ts"], "text": reply["text"]},
-        "actions": [{"type": "feedback_buttons", "action_id": feedback["action_id"], "block_id": "fb", "value": value,
-                     "action_ts": str(time.time())}],
-        "trigger_id": unique("trig."), "response_url": f"{bot.fake.base}/response/{unique('R')}",
-    })
+    response = bot.send.interaction(
+        {
+            "type": "block_actions",
+            "user": {"id": EMPLOYEE},
+            "team": {"id": "T0LUMEN001"},
+            "api_app_id": "A0KBBOT0001",
+            "channel": {"id": channel},
+            "container": {"type": "message", "message_ts": reply["ts"], "channel_id": channel},
+            "message": {"ts": reply["ts"], "thread_ts": message["ts"], "text": reply["text"]},
+            "actions": [
+                {
+                    "type": "feedback_buttons",
+                    "action_id": feedback["action_id"],
+                    "block_id": "fb",
+                    "value": value,
+                    "action_ts": str(time.time()),
+                }
+            ],
+            "trigger_id": unique("trig."),
+            "response_url": f"{bot.fake.base}/response/{unique('R')}",
+        }
+    )
     assert response.status == 200
     bot.fake.wait_for(lambda: bot.fake.calls_of("chat.postEphemeral"), what="feedback thanks")
     answer_id = value.split(":", 1)[1]
@@ -126,9 +146,13 @@ def test_a_new_dm_message_continues_the_recent_dm_conversation(bot):
 
 
 def test_thread_follow_up_without_mention_uses_history_from_slack(bot):
-    first, _ = bot.send.mention(PEOPLE, EMPLOYEE, "How much fully paid time off does the primary caregiver get when a baby arrives?")
+    first, _ = bot.send.mention(
+        PEOPLE, EMPLOYEE, "How much fully paid time off does the primary caregiver get when a baby arrives?"
+    )
     wait_reply(bot, PEOPLE, first["ts"])
-    follow, response = bot.send.message(PEOPLE, EMPLOYEE, "And what about the secondary caregiver?", thread_ts=first["ts"])
+    follow, response = bot.send.message(
+        PEOPLE, EMPLOYEE, "And what about the secondary caregiver?", thread_ts=first["ts"]
+    )
     assert response.status == 200
     replies = wait_reply(bot, PEOPLE, first["ts"], count=2)
     assert "6 weeks" in reply_text(replies[-1])
@@ -149,9 +173,17 @@ def test_thread_reply_where_the_bot_never_answered_is_ignored(bot):
 
 
 def test_redelivered_event_is_answered_once(bot):
-    message = bot.fake.add_message(PEOPLE, EMPLOYEE, f"<@{BOT_USER}> How many vacation days do full-time staff get per year?")
-    event = {"type": "app_mention", "user": EMPLOYEE, "text": message["text"], "ts": message["ts"], "channel": PEOPLE,
-             "event_ts": message["ts"]}
+    message = bot.fake.add_message(
+        PEOPLE, EMPLOYEE, f"<@{BOT_USER}> How many vacation days do full-time staff get per year?"
+    )
+    event = {
+        "type": "app_mention",
+        "user": EMPLOYEE,
+        "text": message["text"],
+        "ts": message["ts"],
+        "channel": PEOPLE,
+        "event_ts": message["ts"],
+    }
     event_id = unique("Ev")
     before = bot.deps.answers.submitted
     assert bot.send.event(event, event_id=event_id).status == 200
@@ -170,11 +202,22 @@ def test_a_mention_in_a_dm_thread_arrives_twice_and_is_answered_once(bot):
     channel = dm_channel(EMPLOYEE)
     parent, _ = bot.send.dm(EMPLOYEE, "How many vacation days do full-time staff get per year?")
     wait_reply(bot, channel, parent["ts"])
-    message = bot.fake.add_message(channel, EMPLOYEE, f"<@{BOT_USER}> and how many paid sick days?", thread_ts=parent["ts"])
-    base = {"user": EMPLOYEE, "text": message["text"], "ts": message["ts"], "thread_ts": parent["ts"], "channel": channel,
-            "channel_type": "im", "event_ts": message["ts"]}
+    message = bot.fake.add_message(
+        channel, EMPLOYEE, f"<@{BOT_USER}> and how many paid sick days?", thread_ts=parent["ts"]
+    )
+    base = {
+        "user": EMPLOYEE,
+        "text": message["text"],
+        "ts": message["ts"],
+        "thread_ts": parent["ts"],
+        "channel": channel,
+        "channel_type": "im",
+        "event_ts": message["ts"],
+    }
     with ThreadPoolExecutor(2) as pool:
-        statuses = list(pool.map(lambda kind: bot.send.event({**base, "type": kind}).status, ["app_mention", "message"]))
+        statuses = list(
+            pool.map(lambda kind: bot.send.event({**base, "type": kind}).status, ["app_mention", "message"])
+        )
     assert statuses == [200, 200]
     replies = wait_reply(bot, channel, parent["ts"], count=2)
     settle(bot)
@@ -185,14 +228,22 @@ def test_a_mention_in_a_dm_thread_arrives_twice_and_is_answered_once(bot):
 def test_bad_signature_and_stale_timestamp_are_rejected(bot):
     event = {"type": "app_mention", "user": EMPLOYEE, "text": f"<@{BOT_USER}> hi", "ts": "1.000001", "channel": PEOPLE}
     body = json.dumps(bot.send.envelope(event))
-    forged = bot.send.post(body, "application/json", signed=False,
-                           headers={"X-Slack-Request-Timestamp": str(int(time.time())), "X-Slack-Signature": "v0=" + "0" * 64})
+    forged = bot.send.post(
+        body,
+        "application/json",
+        signed=False,
+        headers={"X-Slack-Request-Timestamp": str(int(time.time())), "X-Slack-Signature": "v0=" + "0" * 64},
+    )
     assert forged.status == 401
-    stale = bot.send.post(body, "application/json", timestamp=int(time.time()) - 600)  # correctly signed, 10 minutes old
+    stale = bot.send.post(
+        body, "application/json", timestamp=int(time.time()) - 600
+    )  # correctly signed, 10 minutes old
     assert stale.status == 401
     unsigned = bot.send.post(body, "application/json", signed=False)
     assert unsigned.status == 401
-    challenge = bot.send.post(json.dumps({"type": "url_verification", "challenge": "c-123", "token": "x"}), "application/json")
+    challenge = bot.send.post(
+        json.dumps({"type": "url_verification", "challenge": "c-123", "token": "x"}), "application/json"
+    )
     assert challenge.status == 200 and "c-123" in challenge.body
     assert not [c for c in bot.fake.calls if c.method != "auth.test"]
 
@@ -200,12 +251,38 @@ def test_bad_signature_and_stale_timestamp_are_rejected(bot):
 def test_own_and_other_bot_messages_are_ignored(bot):
     before = bot.deps.answers.submitted
     channel = dm_channel(EMPLOYEE)
-    own = bot.send.event({"type": "message", "channel": channel, "user": BOT_USER, "bot_id": BOT_ID, "text": "25 days [1]",
-                          "ts": bot.fake.next_ts(), "channel_type": "im"})
-    other = bot.send.event({"type": "message", "subtype": "bot_message", "channel": channel, "bot_id": "B0OTHER001",
-                            "text": "How many vacation days?", "ts": bot.fake.next_ts(), "channel_type": "im"})
-    edited = bot.send.event({"type": "message", "subtype": "message_changed", "channel": channel, "channel_type": "im",
-                             "message": {"text": "How many vacation days?", "user": EMPLOYEE}, "ts": bot.fake.next_ts()})
+    own = bot.send.event(
+        {
+            "type": "message",
+            "channel": channel,
+            "user": BOT_USER,
+            "bot_id": BOT_ID,
+            "text": "25 days [1]",
+            "ts": bot.fake.next_ts(),
+            "channel_type": "im",
+        }
+    )
+    other = bot.send.event(
+        {
+            "type": "message",
+            "subtype": "bot_message",
+            "channel": channel,
+            "bot_id": "B0OTHER001",
+            "text": "How many vacation days?",
+            "ts": bot.fake.next_ts(),
+            "channel_type": "im",
+        }
+    )
+    edited = bot.send.event(
+        {
+            "type": "message",
+            "subtype": "message_changed",
+            "channel": channel,
+            "channel_type": "im",
+            "message": {"text": "How many vacation days?", "user": EMPLOYEE},
+            "ts": bot.fake.next_ts(),
+        }
+    )
     assert [own.status, other.status, edited.status] == [200, 200, 200]
     settle(bot)  # Bolt's listener threads included: each event has been handled, not just acknowledged
     assert bot.deps.answers.submitted == before
@@ -221,8 +298,12 @@ def test_restricted_kb_is_cited_only_where_allowed(bot):
         "DM of a finance member": bot.send.dm(finance_member, question)[0],
         "DM of an outsider": bot.send.dm(outsider, question)[0],
     }
-    channels = {"engineering channel": ENG, "finance channel": FINANCE,
-                "DM of a finance member": dm_channel(finance_member), "DM of an outsider": dm_channel(outsider)}
+    channels = {
+        "engineering channel": ENG,
+        "finance channel": FINANCE,
+        "DM of a finance member": dm_channel(finance_member),
+        "DM of an outsider": dm_channel(outsider),
+    }
     texts = {name: reply_text(wait_reply(bot, channels[name], m["ts"])[0]) for name, m in asks.items()}
     records = {m["ts"]: bot.kbbot.records.answers_in(channels[name], m["ts"])[-1] for name, m in asks.items()}
     cited = {name: {c["kb"] for c in records[m["ts"]]["citations"]} for name, m in asks.items()}
@@ -233,7 +314,9 @@ def test_restricted_kb_is_cited_only_where_allowed(bot):
         assert "21.6" not in texts[name] and "revenue-targets" not in texts[name], name
     # the insufficient-context reply looks different: a "not in the knowledge bases" heading, no Sources
     assert records[asks["engineering channel"]["ts"]]["status"] == "insufficient_context"
-    assert "don't have enough to answer" in texts["engineering channel"] and "Sources" not in texts["engineering channel"]
+    assert (
+        "don't have enough to answer" in texts["engineering channel"] and "Sources" not in texts["engineering channel"]
+    )
     assert any(c.params.get("channel") == "C0FINANCE1" for c in bot.fake.calls_of("conversations.members"))
 
 
@@ -279,15 +362,28 @@ def test_kb_ask_answers_ephemerally(bot):
 
 def upload_submission(view: dict, user: str, kb: str, files: list[dict]) -> dict:
     return {
-        "type": "view_submission", "team": {"id": "T0LUMEN001"}, "user": {"id": user, "team_id": "T0LUMEN001"},
-        "api_app_id": "A0KBBOT0001", "trigger_id": unique("trig."),
+        "type": "view_submission",
+        "team": {"id": "T0LUMEN001"},
+        "user": {"id": user, "team_id": "T0LUMEN001"},
+        "api_app_id": "A0KBBOT0001",
+        "trigger_id": unique("trig."),
         "view": {
-            "id": view.get("id", "V1"), "type": "modal", "callback_id": view["callback_id"],
-            "private_metadata": view.get("private_metadata", ""), "team_id": "T0LUMEN001",
-            "state": {"values": {
-                "kb": {"kb_select": {"type": "static_select", "selected_option": {"value": kb, "text": {"type": "plain_text", "text": kb}}}},
-                "files": {"kb_files": {"type": "file_input", "files": files}},
-            }},
+            "id": view.get("id", "V1"),
+            "type": "modal",
+            "callback_id": view["callback_id"],
+            "private_metadata": view.get("private_metadata", ""),
+            "team_id": "T0LUMEN001",
+            "state": {
+                "values": {
+                    "kb": {
+                        "kb_select": {
+                            "type": "static_select",
+                            "selected_option": {"value": kb, "text": {"type": "plain_text", "text": kb}},
+                        }
+                    },
+                    "files": {"kb_files": {"type": "file_input", "files": files}},
+                }
+            },
         },
     }
 
@@ -363,21 +459,37 @@ def test_non_uploaders_and_bad_files_are_refused_before_download(bot):
 
 def test_files_dropped_in_a_dm_are_ingested_after_choosing_the_kb(bot):
     name = f"desk-booking-{unique('')}.md"
-    meta = bot.fake.add_file(name, b"# Desk booking\n\nDesks in the Berlin office are booked with the Deskly app, up to 14 days ahead.\n")
+    meta = bot.fake.add_file(
+        name, b"# Desk booking\n\nDesks in the Berlin office are booked with the Deskly app, up to 14 days ahead.\n"
+    )
     channel = dm_channel(HR_LEAD)
     message, response = bot.send.dm(HR_LEAD, "here's a new doc", subtype="file_share", files=[meta])
     assert response.status == 200
     [question] = wait_reply(bot, channel, message["ts"])
     buttons = [e for b in question["blocks"] if b["type"] == "actions" for e in b["elements"]]
     assert [b["text"]["text"] for b in buttons] == ["people"]  # only the KBs this user may upload to
-    response = bot.send.interaction({
-        "type": "block_actions", "user": {"id": HR_LEAD}, "team": {"id": "T0LUMEN001"}, "api_app_id": "A0KBBOT0001",
-        "channel": {"id": channel}, "container": {"type": "message", "message_ts": question["ts"], "channel_id": channel},
-        "message": {"ts": question["ts"], "thread_ts": message["ts"], "text": question["text"]},
-        "actions": [{"type": "button", "action_id": buttons[0]["action_id"], "block_id": "b", "value": buttons[0]["value"],
-                     "action_ts": str(time.time())}],
-        "trigger_id": unique("trig."), "response_url": f"{bot.fake.base}/response/{unique('R')}",
-    })
+    response = bot.send.interaction(
+        {
+            "type": "block_actions",
+            "user": {"id": HR_LEAD},
+            "team": {"id": "T0LUMEN001"},
+            "api_app_id": "A0KBBOT0001",
+            "channel": {"id": channel},
+            "container": {"type": "message", "message_ts": question["ts"], "channel_id": channel},
+            "message": {"ts": question["ts"], "thread_ts": message["ts"], "text": question["text"]},
+            "actions": [
+                {
+                    "type": "button",
+                    "action_id": buttons[0]["action_id"],
+                    "block_id": "b",
+                    "value": buttons[0]["value"],
+                    "action_ts": str(time.time()),
+                }
+            ],
+            "trigger_id": unique("trig."),
+            "response_url": f"{bot.fake.base}/response/{unique('R')}",
+        }
+    )
     assert response.status == 200
     replies = wait_reply(bot, channel, message["ts"], count=2, timeout=60)
     assert f"`{name}` — ready" in replies[-1]["text"]

@@ -15,15 +15,43 @@ BOT = "UBOTKBBOT1"
 
 
 def answer(status="answered", text="Staff get **25 days** [1] & carry over 5 [2].", citations=None, **kw) -> Answer:
-    citations = citations if citations is not None else [
-        Citation(1, "people", "leave.md", "c1", "Full-time staff get 25 days of annual leave per year.", 0.9,
-                 "Leave policy > Annual leave > Entitlement"),
-        Citation(2, "people", "handbook.pdf", "c2", "Up to 5 days carry over. " * 30, 0.8, "p. 4",
-                 source_url="https://lumen.slack.com/files/U1/F1/handbook.pdf"),
-    ]
-    return Answer(status=status, answer=text, question="q?", standalone_query="q", route=Route(["people"], {"people": 0.9}),
-                  rounds=[RoundTrace("q", ["people"], status == "answered", "ok")], citations=citations,
-                  timings_ms={"total": 1234.0}, searched_kbs=["people", "product"], **kw)
+    citations = (
+        citations
+        if citations is not None
+        else [
+            Citation(
+                1,
+                "people",
+                "leave.md",
+                "c1",
+                "Full-time staff get 25 days of annual leave per year.",
+                0.9,
+                "Leave policy > Annual leave > Entitlement",
+            ),
+            Citation(
+                2,
+                "people",
+                "handbook.pdf",
+                "c2",
+                "Up to 5 days carry over. " * 30,
+                0.8,
+                "p. 4",
+                source_url="https://lumen.slack.com/files/U1/F1/handbook.pdf",
+            ),
+        ]
+    )
+    return Answer(
+        status=status,
+        answer=text,
+        question="q?",
+        standalone_query="q",
+        route=Route(["people"], {"people": 0.9}),
+        rounds=[RoundTrace("q", ["people"], status == "answered", "ok")],
+        citations=citations,
+        timings_ms={"total": 1234.0},
+        searched_kbs=["people", "product"],
+        **kw,
+    )
 
 
 def blocks_text(blocks: list[dict]) -> str:
@@ -48,7 +76,10 @@ def test_answer_renders_text_sources_context_and_feedback():
     assert ":books: people · 1 round · offline · 1.2 s" in text
     [feedback] = [b for b in rendered.blocks if b["type"] == "context_actions"]
     assert feedback["elements"][0]["type"] == "feedback_buttons"
-    assert {feedback["elements"][0]["positive_button"]["value"], feedback["elements"][0]["negative_button"]["value"]} == {"good:a1", "bad:a1"}
+    assert {
+        feedback["elements"][0]["positive_button"]["value"],
+        feedback["elements"][0]["negative_button"]["value"],
+    } == {"good:a1", "bad:a1"}
     assert rendered.text.startswith("Staff get") and "Sources" not in rendered.text  # what history reads back
     assert [b["type"] for b in rendered.footer_blocks][-1] == "context_actions"
     assert "[\\[2\\]](https://lumen.slack.com/files/U1/F1/handbook.pdf)" in rendered.markdown
@@ -86,7 +117,10 @@ def test_slack_markup_is_cleaned_for_the_engine():
     [
         ("<@U0123ABC> hello", "hello"),
         ("<@U0123ABC|alice> hello", "@alice hello"),
-        ("how long is probation for <https://intranet.example/onboarding|new hires>?", "how long is probation for new hires?"),
+        (
+            "how long is probation for <https://intranet.example/onboarding|new hires>?",
+            "how long is probation for new hires?",
+        ),
         ("see <https://x.example/a>", "see https://x.example/a"),
         ("mail <mailto:hr@x.example|hr@x.example>", "mail hr@x.example"),
         ("in <#C0123|general> and <!here>", "in #general and"),
@@ -102,8 +136,18 @@ def test_slack_markup_to_plain_text(raw, clean):
 
 
 def test_thread_messages_become_turns_before_the_current_message():
-    q = Question("C1", "U1", "and sick days?", ts="105.0", thread_ts="100.0", is_dm=False, team="T", surface="thread",
-                 bot_user_id=BOT, bot_id="B1")
+    q = Question(
+        "C1",
+        "U1",
+        "and sick days?",
+        ts="105.0",
+        thread_ts="100.0",
+        is_dm=False,
+        team="T",
+        surface="thread",
+        bot_user_id=BOT,
+        bot_id="B1",
+    )
     messages = [
         {"ts": "100.0", "user": "U1", "text": f"<@{BOT}> how many vacation days?"},
         {"ts": "101.0", "user": BOT, "bot_id": "B1", "text": "25 days [1]"},

@@ -15,7 +15,13 @@ THANKS = {
 
 
 def handle_feedback_button(
-    deps: SlackDeps, ack: Ack, body: dict, action: dict, client: WebClient, context: BoltContext, respond: Respond,
+    deps: SlackDeps,
+    ack: Ack,
+    body: dict,
+    action: dict,
+    client: WebClient,
+    context: BoltContext,
+    respond: Respond,
     logger: Logger,
 ):
     """Helpful / Not helpful on an answer: recorded durably with the answer, thanked ephemerally."""
@@ -28,13 +34,35 @@ def handle_feedback_button(
     channel = context.channel_id or container.get("channel_id")
     user = context.user_id or (body.get("user") or {}).get("id")
     message_ts = message.get("ts") or container.get("message_ts")
-    fire_and_forget(deps.side, _record_and_thank, deps, client, respond, logger, body, answer_id, verdict, channel, user,
-                    message_ts, message.get("thread_ts") or message_ts)
+    fire_and_forget(
+        deps.side,
+        _record_and_thank,
+        deps,
+        client,
+        respond,
+        logger,
+        body,
+        answer_id,
+        verdict,
+        channel,
+        user,
+        message_ts,
+        message.get("thread_ts") or message_ts,
+    )
 
 
 def _record_and_thank(
-    deps: SlackDeps, client: WebClient, respond: Respond, logger: Logger, body: dict, answer_id: str, verdict: str,
-    channel: str, user: str, message_ts: str | None, thread_ts: str | None,
+    deps: SlackDeps,
+    client: WebClient,
+    respond: Respond,
+    logger: Logger,
+    body: dict,
+    answer_id: str,
+    verdict: str,
+    channel: str,
+    user: str,
+    message_ts: str | None,
+    thread_ts: str | None,
 ) -> None:
     deps.bot.record_feedback(Origin.slack_channel(channel, user, thread_ts), answer_id, verdict, message_ts)
     try:

@@ -24,7 +24,9 @@ def origin_of(command: dict) -> Origin:
     return Origin.slack_dm(channel, user) if channel.startswith("D") else Origin.slack_channel(channel, user)
 
 
-def handle_kb_command(deps: SlackDeps, ack: Ack, command: dict, client: WebClient, context: BoltContext, respond: Respond):
+def handle_kb_command(
+    deps: SlackDeps, ack: Ack, command: dict, client: WebClient, context: BoltContext, respond: Respond
+):
     sub, _, rest = (command.get("text") or "").strip().partition(" ")
     sub, rest = sub.lower(), rest.strip()
     origin = origin_of(command)
@@ -36,7 +38,9 @@ def handle_kb_command(deps: SlackDeps, ack: Ack, command: dict, client: WebClien
             respond(text=BUSY, response_type="ephemeral")
     elif sub == "upload":
         ack()
-        open_upload_modal(deps, client, respond, origin, command.get("trigger_id") or "", rest.split()[0] if rest else None)
+        open_upload_modal(
+            deps, client, respond, origin, command.get("trigger_id") or "", rest.split()[0] if rest else None
+        )
     elif sub == "delete":
         kb, _, document = rest.partition(" ")
         if not kb or not document.strip():
@@ -66,16 +70,24 @@ def list_kbs(deps: SlackDeps, respond: Respond, origin: Origin) -> None:
         return
     entries = [
         KbEntry(
-            name=v.name, description=v.description, restricted=v.restricted, may_upload=v.may_upload,
-            documents=len(v.documents), ready_documents=v.ready_documents, chunks=v.chunks,
-            docs=[DocEntry(d.name, d.state, d.chunks, d.error, d.source_url) for d in v.documents], note=v.note,
+            name=v.name,
+            description=v.description,
+            restricted=v.restricted,
+            may_upload=v.may_upload,
+            documents=len(v.documents),
+            ready_documents=v.ready_documents,
+            chunks=v.chunks,
+            docs=[DocEntry(d.name, d.state, d.chunks, d.error, d.source_url) for d in v.documents],
+            note=v.note,
         )
         for v in views
     ]
     respond(text="Knowledge bases you can use here", blocks=kb_list_blocks(entries), response_type="ephemeral")
 
 
-def open_upload_modal(deps: SlackDeps, client: WebClient, respond: Respond, origin: Origin, trigger_id: str, kb: str | None) -> None:
+def open_upload_modal(
+    deps: SlackDeps, client: WebClient, respond: Respond, origin: Origin, trigger_id: str, kb: str | None
+) -> None:
     """Runs on the listener thread after the ack: the trigger id expires within seconds."""
     if kb is not None:
         try:
@@ -94,7 +106,10 @@ def open_upload_modal(deps: SlackDeps, client: WebClient, respond: Respond, orig
     try:
         client.views_open(trigger_id=trigger_id, view=view)
     except SlackApiError as exc:
-        respond(text=f"Could not open the upload form ({escape(str(exc.response.get('error')))}). Please try again.", response_type="ephemeral")
+        respond(
+            text=f"Could not open the upload form ({escape(str(exc.response.get('error')))}). Please try again.",
+            response_type="ephemeral",
+        )
 
 
 def delete_document(deps: SlackDeps, respond: Respond, origin: Origin, kb: str, document: str) -> None:
@@ -108,7 +123,10 @@ def delete_document(deps: SlackDeps, respond: Respond, origin: Origin, kb: str, 
         return
     except Exception:  # the store failed: the log says why, the person gets no exception text
         log.exception("/kb delete failed")
-        respond(text=":warning: Sorry — I couldn't delete it right now. Please try again in a minute.", response_type="ephemeral")
+        respond(
+            text=":warning: Sorry — I couldn't delete it right now. Please try again in a minute.",
+            response_type="ephemeral",
+        )
         return
     respond(text=f":wastebasket: Deleted `{escape(document)}` from `{escape(kb)}`.", response_type="ephemeral")
 

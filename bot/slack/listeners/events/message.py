@@ -16,7 +16,9 @@ def handle_message(deps: SlackDeps, client: WebClient, context: BoltContext, eve
     is_dm = event.get("channel_type") == "im"
     if subtype == "file_share" and is_dm:
         if not deps.ingests.submit(handle_dm_files, deps, client, event):
-            fire_and_forget(deps.side, post_quietly, client, event["channel"], event.get("thread_ts") or event["ts"], BUSY)
+            fire_and_forget(
+                deps.side, post_quietly, client, event["channel"], event.get("thread_ts") or event["ts"], BUSY
+            )
         return
     if subtype and subtype != "thread_broadcast":
         return  # edits, deletions, joins, file shares in channels…

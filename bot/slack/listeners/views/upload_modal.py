@@ -17,13 +17,19 @@ def handle_upload_submission(deps: SlackDeps, ack: Ack, body: dict, view: dict, 
     user = (body.get("user") or {}).get("id") or ""
     values = (view.get("state") or {}).get("values") or {}
     kb = (((values.get(KB_BLOCK) or {}).get(KB_ACTION) or {}).get("selected_option") or {}).get("value") or ""
-    files = [SlackFile.from_payload(f) for f in ((values.get(FILES_BLOCK) or {}).get(FILES_ACTION) or {}).get("files") or []]
+    files = [
+        SlackFile.from_payload(f) for f in ((values.get(FILES_BLOCK) or {}).get(FILES_ACTION) or {}).get("files") or []
+    ]
     try:
         metadata = json.loads(view.get("private_metadata") or "{}")
     except json.JSONDecodeError:
         metadata = {}
     channel = metadata.get("channel") if isinstance(metadata, dict) else None
-    origin = Origin.slack_dm(channel or user, user) if not channel or channel.startswith("D") else Origin.slack_channel(channel, user)
+    origin = (
+        Origin.slack_dm(channel or user, user)
+        if not channel or channel.startswith("D")
+        else Origin.slack_channel(channel, user)
+    )
     try:
         deps.bot.check_upload(origin, kb)
     except NotFound:
@@ -37,13 +43,20 @@ def handle_upload_submission(deps: SlackDeps, ack: Ack, body: dict, view: dict, 
         return
     refused = [precheck(f, deps.settings.max_upload_bytes) for f in files if f.url]
     if len(refused) == len(files) and all(refused):
-        ack(response_action="errors", errors={FILES_BLOCK: shorten("; ".join(f"{f.name}: {r}" for f, r in zip(files, refused, strict=True)), 150)})
+        ack(
+            response_action="errors",
+            errors={
+                FILES_BLOCK: shorten("; ".join(f"{f.name}: {r}" for f, r in zip(files, refused, strict=True)), 150)
+            },
+        )
         return
     ack()
     deps.ingests.submit(ingest_and_report, deps, client, origin, kb, files, user, channel)
 
 
-def ingest_and_report(deps: SlackDeps, client: WebClient, origin: Origin, kb: str, files: list[SlackFile], user: str, channel: str | None) -> None:
+def ingest_and_report(
+    deps: SlackDeps, client: WebClient, origin: Origin, kb: str, files: list[SlackFile], user: str, channel: str | None
+) -> None:
     text = results_text(kb, ingest_slack_files(deps, client, origin, kb, files))
     if channel:
         try:
