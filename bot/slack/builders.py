@@ -20,7 +20,7 @@ from slack_sdk.models.blocks import (
 from slack_sdk.models.blocks.block_elements import FileInputElement
 from slack_sdk.models.views import View
 
-from bot.core import SUPPORTED_SUFFIXES
+from bot.core import SUPPORTED_SUFFIXES, AccessDenied, NotFound
 from bot.slack.render import NAME_CHARS, clamp, escape, sanitize, shorten
 
 HELP = """*`/kb` — the knowledge-base bot*
@@ -111,3 +111,8 @@ def not_allowed_plain(kb: str) -> str:
 
 def no_such_kb(kb: str) -> str:
     return f"There is no knowledge base `{escape(kb)}`. See `/kb list`."
+
+
+def upload_refusal(kb: str, refused: AccessDenied | NotFound) -> str:
+    """Why this person may not upload to `kb`: who may (if they may see it), else that it does not exist."""
+    return not_allowed(kb, refused.uploaders) if isinstance(refused, AccessDenied) else no_such_kb(kb)

@@ -64,11 +64,8 @@ def handle_dm_files(deps: SlackDeps, client: WebClient, event: dict) -> None:
         kb = named[0]
         try:
             deps.bot.check_upload(origin, kb)
-        except AccessDenied as exc:
-            _post(client, channel, thread_ts, builders.not_allowed(kb, exc.uploaders))
-            return
-        except NotFound:
-            _post(client, channel, thread_ts, builders.no_such_kb(kb))
+        except (AccessDenied, NotFound) as refused:
+            _post(client, channel, thread_ts, builders.upload_refusal(kb, refused))
             return
         _post(client, channel, thread_ts, f":inbox_tray: Adding {len(files)} file(s) to `{escape(kb)}`…")
         ingest_and_report(deps, client, origin, kb, files, channel, thread_ts)
@@ -88,11 +85,8 @@ def handle_choice(deps: SlackDeps, client: WebClient, body: dict, action: dict) 
     origin = Origin.slack_dm(channel, user, thread_ts)
     try:
         deps.bot.check_upload(origin, kb)
-    except AccessDenied as exc:
-        _post(client, channel, thread_ts, builders.not_allowed(kb, exc.uploaders))
-        return
-    except NotFound:
-        _post(client, channel, thread_ts, builders.no_such_kb(kb))
+    except (AccessDenied, NotFound) as refused:
+        _post(client, channel, thread_ts, builders.upload_refusal(kb, refused))
         return
     try:
         file_ids = json.loads(action.get("value") or "{}").get("files") or []

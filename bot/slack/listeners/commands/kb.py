@@ -92,11 +92,8 @@ def open_upload_modal(
     if kb is not None:
         try:
             deps.bot.check_upload(origin, kb)
-        except AccessDenied as exc:
-            respond(text=builders.not_allowed(kb, exc.uploaders), response_type="ephemeral")
-            return
-        except NotFound:
-            respond(text=builders.no_such_kb(kb), response_type="ephemeral")
+        except (AccessDenied, NotFound) as refused:
+            respond(text=builders.upload_refusal(kb, refused), response_type="ephemeral")
             return
     mine = deps.bot.uploadable_kbs(origin)
     if not mine:
