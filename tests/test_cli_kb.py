@@ -201,6 +201,10 @@ def test_a_broken_manifest_does_not_take_the_other_kbs_down(make_settings, tmp_p
 
     listed = run_cli(settings, "kb", "list", "--json")  # reading: skip what is broken, keep the rest
     assert listed.code == 0
+    # Two files declaring "ops": neither decides its rules, so it is not declared at all until one is fixed.
+    assert [kb["name"] for kb in json.loads(listed.out)] == []
+    (kbs / "ops-copy" / "kb.toml").unlink()
+    listed = run_cli(settings, "kb", "list", "--json")
     assert [kb["name"] for kb in json.loads(listed.out)] == ["ops"]
 
     synced = run_cli(settings, "kb", "sync", "--json")  # the admin's command: refuse, naming the file

@@ -541,7 +541,8 @@ def _reason(exc: BaseException) -> str:
         return str(exc)
     if isinstance(exc, KnowledgeBaseError):
         return " ".join(str(exc).split())[:300]
-    return f"could not embed or store: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+    # A library's own message can name hosts, paths or internals: it goes to the log, not to the person.
+    return f"could not embed or store it ({type(exc).__name__}; the log has the details)"
 
 
 def _mib(size: int) -> str:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+KNOWN_KEYS = frozenset({"name", "description", "channels", "visibility", "allowed_channels", "uploaders"})
 KB_NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{1,62}$")
 
 
@@ -29,19 +30,12 @@ class KnowledgeBaseManifest:
     allowed_channels: tuple[str, ...] = ()
     uploaders: tuple[str, ...] = ()
     docs_dir: Path | None = field(default=None, compare=False)
+    # Whether the file says `visibility` (a restricted KB turns public only when its kb.toml says so).
+    visibility_declared: bool = field(default=True, compare=False)
 
     @property
     def restricted(self) -> bool:
         return self.visibility == "restricted"
-
-    def visible_in(self, channel_id: str | None) -> bool:
-        """Whether the KB may be searched/cited in this channel (None: a local, trusted surface)."""
-        if not self.restricted or channel_id is None:
-            return True
-        return channel_id in self.allowed_channels
-
-    def may_upload(self, user_id: str) -> bool:
-        return user_id in self.uploaders
 
 
 def validate_kb_name(name: str) -> str:
@@ -64,6 +58,11 @@ def load_manifest(path: Path) -> KnowledgeBaseManifest:
         raise ManifestError(f"{path}: {exc}", path) from exc
     if not description:
         raise ManifestError(f"{path}: 'description' is empty (the router reads it to pick this KB)", path)
+    unknown = sorted(set(data) - KNOWN_KEYS)
+    if unknown:  # a misspelt `visiblity = "restricted"` must not leave the KB public
+        raise ManifestError(
+            f"{path}: unknown key(s) {', '.join(map(repr, unknown))}; known: {', '.join(sorted(KNOWN_KEYS))}", path
+        )
     visibility = data.get("visibility", "public")
     if visibility not in ("public", "restricted"):
         raise ManifestError(f"{path}: visibility must be 'public' or 'restricted', not {visibility!r}", path)
@@ -75,6 +74,7 @@ def load_manifest(path: Path) -> KnowledgeBaseManifest:
         allowed_channels=_string_list(data, "allowed_channels", path),
         uploaders=_string_list(data, "uploaders", path),
         docs_dir=path.parent / "docs",
+        visibility_declared="visibility" in data,
     )
 
 
@@ -91,25 +91,32 @@ def discover_manifests(
 ) -> list[KnowledgeBaseManifest]:
     """Every `*/kb.toml` under root, sorted by name.
 
-    A broken manifest (or two declaring the same name) raises ManifestError, or, with `on_error`,
-    is reported to it and skipped so the other KBs stay usable.
+    A broken manifest raises ManifestError, or, with `on_error`, is reported to it and skipped so the other
+    KBs stay usable. Two files declaring one name are both broken: neither may decide that KB's rules (a copy
+    of a restricted KB's kb.toml made public under the same name must not make it public).
     """
     if not root.is_dir():
         return []
-    found: dict[str, KnowledgeBaseManifest] = {}
+    found: dict[str, list[KnowledgeBaseManifest]] = {}
     for path in sorted(root.glob("*/kb.toml")):
         try:
             manifest = load_manifest(path)
-            if manifest.name in found:
-                raise ManifestError(
-                    f"{path}: knowledge base {manifest.name!r} is already declared in "
-                    f"{found[manifest.name].docs_dir.parent}",  # type: ignore[union-attr]
-                    path,
-                )
         except ManifestError as exc:
             if on_error is None:
                 raise
             on_error(exc)
             continue
-        found[manifest.name] = manifest
-    return sorted(found.values(), key=lambda m: m.name)
+        found.setdefault(manifest.name, []).append(manifest)
+    usable = []
+    for name, manifests in sorted(found.items()):
+        if len(manifests) == 1:
+            usable.append(manifests[0])
+            continue
+        places = ", ".join(str(m.docs_dir.parent / "kb.toml") for m in manifests if m.docs_dir)
+        for manifest in manifests:
+            path = manifest.docs_dir.parent / "kb.toml" if manifest.docs_dir else None
+            exc = ManifestError(f"{path}: knowledge base {name!r} is declared more than once ({places})", path)
+            if on_error is None:
+                raise exc
+            on_error(exc)
+    return usable

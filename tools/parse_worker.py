@@ -124,7 +124,6 @@ class _Pool:
         self._lock = threading.Lock()  # held only to take or return a worker, never while parsing
         self._idle: list[_Worker] = []
         self._context = None
-        self._unavailable: str | None = None
 
     def _get_context(self):
         if self._context is None:
@@ -154,16 +153,13 @@ class _Pool:
         worker.kill()
 
     def parse(self, name: str, data: bytes, limits: ParseLimits) -> ParsedDocument:
-        if self._unavailable is not None:
-            return parse_file(Path(name), data, limits)
         try:
             worker = self._take(limits.max_memory_mb)
-        except Exception as exc:  # no processes here (a sandbox): parse in-process, without the hard limits
-            self._unavailable = f"{type(exc).__name__}: {exc}"
-            log.warning(
-                "cannot start a parsing worker (%s); parsing in-process without time/memory limits", self._unavailable
-            )
-            return parse_file(Path(name), data, limits)
+        except Exception as exc:  # fail closed: never parse without the time and memory limits
+            log.warning("cannot start a parsing worker: %s: %s", type(exc).__name__, exc)
+            raise UnreadableDocument(
+                "the parsing worker could not be started (the system is short of processes or memory); try again"
+            ) from None
         try:
             worker.conn.send((name, data, limits))
         except (BrokenPipeError, EOFError, OSError):  # it died while idle: one fresh worker, once

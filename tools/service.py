@@ -29,6 +29,10 @@ from tools.store import KnowledgeBaseError, KnowledgeStore, chunk_to_node
 log = logging.getLogger(__name__)
 
 
+class DocumentNotFound(KnowledgeBaseError):
+    pass
+
+
 NO_RULES = (
     "no access rules are recorded for it: declare it in knowledge_bases/<name>/kb.toml and run `kbbot kb sync`; "
     "until then only the command line can use it"
@@ -127,6 +131,18 @@ class KnowledgeService:
         good = {m.name: m for m in discover_manifests(root, broken.append)}
         registry = self.store.registry
         stored = registry.manifests()
+        for name, manifest in list(good.items()):
+            known = stored.get(name)
+            if known and known.manifest and known.manifest.restricted and not manifest.visibility_declared:
+                # A file cut short, or its line deleted: a restricted KB turns public only when told so.
+                del good[name]
+                broken.append(
+                    ManifestError(
+                        f"{manifest.docs_dir.parent / 'kb.toml' if manifest.docs_dir else name}: no longer says "
+                        '`visibility`; the KB was restricted and stays so (write visibility = "public" to open it)',
+                        manifest.docs_dir.parent / "kb.toml" if manifest.docs_dir else None,
+                    )
+                )
         for name, manifest in good.items():
             path = str(manifest.docs_dir.parent / "kb.toml") if manifest.docs_dir else None
             known = stored.get(name)
@@ -312,7 +328,7 @@ class KnowledgeService:
         version = self.store.registry.delete_document(kb, document)
         if version is None:
             names = ", ".join(d.name for d in self.store.registry.list_documents(kb)) or "none"
-            raise KnowledgeBaseError(f"no document {document!r} in {kb!r} (documents: {names})")
+            raise DocumentNotFound(f"no document {document!r} in {kb!r} (documents: {names})")
         # The document is gone from every answer now; its chunks and the index follow (or, if Chroma
         # fails right now, at the next recovery and question).
         try:

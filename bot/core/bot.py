@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,7 +25,7 @@ from bot.core.records import Records
 from tools.embeddings import Embedder
 from tools.manifests import KnowledgeBaseManifest
 from tools.search import Evidence
-from tools.service import KbEntry, KbSummary, KnowledgeService
+from tools.service import DocumentNotFound, KbEntry, KbSummary, KnowledgeService
 
 if TYPE_CHECKING:
     from bot.agent.engine import AnswerEngine
@@ -54,8 +53,7 @@ class KnowledgeBot:
         self._engine_lock = threading.Lock()
         self._signature: tuple | None = None
         self._signature_checked = -DECLARATIONS_CHECK_S
-        self._kb_locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
-        self._locks_guard = threading.Lock()
+        self._refresh_lock = threading.Lock()
 
     def close(self) -> None:
         self.records.close()
@@ -107,13 +105,14 @@ class KnowledgeBot:
     def _snapshot(self) -> dict[str, KbEntry]:
         """The KBs and the rules in force, once per call; declarations are re-read when a kb.toml changed
         (looked at every few seconds, not on every call: a listener thread may be waiting)."""
-        now = time.monotonic()
-        if now - self._signature_checked >= DECLARATIONS_CHECK_S:
-            self._signature_checked = now
-            signature = self.service.declarations_signature()
-            if signature != self._signature:
-                self.refresh()
-                self._signature = signature
+        with self._refresh_lock:  # one reader of the files at a time: an older read never lands after a newer one
+            now = time.monotonic()
+            if now - self._signature_checked >= DECLARATIONS_CHECK_S:
+                self._signature_checked = now
+                signature = self.service.declarations_signature()
+                if signature != self._signature:
+                    self.refresh()
+                    self._signature = signature
         return self.service.catalog()
 
     def _member_of(self, origin: Origin, entries: dict[str, KbEntry]) -> frozenset[str]:
@@ -132,9 +131,9 @@ class KnowledgeBot:
         member_of = self._member_of(origin, entries)
         return [name for name, e in entries.items() if permissions.may_read(origin, e, member_of)]
 
-    def _entry_to_change(self, origin: Origin, kb: str, entries: dict[str, KbEntry] | None = None) -> KbEntry:
+    def _entry_to_change(self, origin: Origin, kb: str) -> KbEntry:
         """The KB, if this origin may change it. A KB it may not even see is reported as not existing."""
-        entries = entries if entries is not None else self._snapshot()
+        entries = self._snapshot()
         entry = entries.get(kb)
         if entry is not None and permissions.may_change(origin, entry, self.admins):
             return entry
@@ -146,10 +145,6 @@ class KnowledgeBot:
     def _no_such_kb(self, origin: Origin, kb: str, entries: dict[str, KbEntry]) -> str:
         known = ", ".join(self._readable(origin, entries)) or "none"
         return f"no knowledge base named {kb!r} ({'known' if origin.trusted else 'known here'}: {known})"
-
-    def kb_lock(self, kb: str) -> threading.Lock:
-        with self._locks_guard:
-            return self._kb_locks[kb]
 
     # --- reading -------------------------------------------------------------------------------
 
@@ -233,7 +228,7 @@ class KnowledgeBot:
         clear_query_cache()
 
     def visible_kbs(self, origin: Origin) -> list[KbView]:
-        """The KBs this origin may read (for /kb list, App Home, the console), with their documents."""
+        """The KBs this origin may read (for /kb list and the console), with their documents."""
         entries = self._snapshot()
         views = []
         for name in self._readable(origin, entries):
@@ -290,27 +285,26 @@ class KnowledgeBot:
         """Add documents to a KB as one batch: a document of the same name is replaced; two uploads with one
         name are both refused (neither silently replaces the other)."""
         self._entry_to_change(origin, kb)
-        with self.kb_lock(kb):
-            return self.service.ingest_uploads(kb, [(u.name, u.data, u.source_url) for u in uploads])
+        return self.service.ingest_uploads(kb, [(u.name, u.data, u.source_url) for u in uploads])
 
     def ingest_paths(self, origin: Origin, kb: str, paths: Sequence[Path], progress: bool = False) -> IngestReport:
         self._entry_to_change(origin, kb)
-        with self.kb_lock(kb):
-            return self.service.ingest(kb, list(paths), progress=progress)
+        return self.service.ingest(kb, list(paths), progress=progress)
 
     def ingest_records(
         self, origin: Origin, kb: str, records: Iterable[tuple[str, str, str]], progress: bool = False
     ) -> IngestReport:
         """(name, title, text) records, e.g. a benchmark corpus, through the same pipeline as files."""
         self._entry_to_change(origin, kb)
-        with self.kb_lock(kb):
-            self.service.open_kb(kb)
-            return self.service.ingestor.ingest_texts(kb, records, progress=progress)
+        self.service.open_kb(kb)
+        return self.service.ingestor.ingest_texts(kb, records, progress=progress)
 
     def delete_document(self, origin: Origin, kb: str, document: str) -> None:
         self._entry_to_change(origin, kb)
-        with self.kb_lock(kb):
+        try:
             self.service.delete_document(kb, document)
+        except DocumentNotFound as exc:
+            raise NotFound(str(exc)) from None
 
     def create_kb(
         self,
@@ -337,8 +331,7 @@ class KnowledgeBot:
 
     def delete_kb(self, origin: Origin, name: str) -> None:
         self._require_operator(origin, "delete knowledge bases")
-        with self.kb_lock(name):
-            self.service.delete_kb(name)
+        self.service.delete_kb(name)
 
     def kb_exists(self, name: str) -> bool:
         entry = self._snapshot().get(name)
@@ -350,8 +343,7 @@ class KnowledgeBot:
 
     def reindex(self, origin: Origin, kb: str, progress: bool = False) -> int:
         self._require_operator(origin, "re-index knowledge bases")
-        with self.kb_lock(kb):
-            return self.service.reindex(kb, progress=progress)
+        return self.service.reindex(kb, progress=progress)
 
     @staticmethod
     def _require_operator(origin: Origin, what: str) -> None:

@@ -59,6 +59,3 @@ class Origin:
     def recorded(self) -> bool:
         """Answers given here are recorded (for feedback, traces and knowledge gaps)."""
         return not self.trusted
-
-    def with_thread(self, thread_ts: str | None) -> Origin:
-        return Origin(self.surface, self.channel, self.user, thread_ts, self.context_channel, self.kbs)

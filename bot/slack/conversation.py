@@ -32,6 +32,7 @@ GREETING = (
 )
 BUSY = ":hourglass: I'm answering a lot of questions right now — please ask again in a minute."
 FAILED = "Sorry — something went wrong while answering. Please try again in a moment."
+REPLY_EVENT = "kbbot_reply"
 UNAVAILABLE = "I can't reach the knowledge bases right now. Please try again in a minute."
 
 
@@ -72,6 +73,18 @@ class Question:
         return cls(**payload)
 
     @property
+    def reply_metadata(self) -> dict:
+        """Carried by the reply (Slack message metadata): a restart knows which question a reply answers."""
+        return {"event_type": REPLY_EVENT, "event_payload": {"question_ts": self.ts}}
+
+    def answered_by(self, message: dict) -> bool:
+        metadata = message.get("metadata") or {}
+        return (
+            metadata.get("event_type") == REPLY_EVENT
+            and (metadata.get("event_payload") or {}).get("question_ts") == self.ts
+        )
+
+    @property
     def reply_ts(self) -> str:
         """Replies always go in the message's thread (a new one for a top-level message)."""
         return self.thread_ts or self.ts
@@ -93,7 +106,7 @@ class Question:
 
 
 def fetch_replies(client: WebClient, channel: str, thread_ts: str, pages: int = 5) -> list[dict]:
-    responses = client.conversations_replies(channel=channel, ts=thread_ts, limit=200)
+    responses = client.conversations_replies(channel=channel, ts=thread_ts, limit=200, include_all_metadata=True)
     return [m for page in islice(responses, pages) for m in page.get("messages") or []]
 
 
@@ -144,10 +157,8 @@ def history_for(client: WebClient, question: Question) -> list[Turn]:
                     if m.get("ts") != latest["ts"]
                 ]
             return turns_from(question, messages)
-    except SlackApiError as exc:
-        log.warning(
-            "could not read history of %s (%s); answering without it", question.channel, exc.response.get("error")
-        )
+    except Exception as exc:  # Slack refused, or the network failed: the question still gets its answer
+        log.warning("could not read history of %s (%s); answering without it", question.channel, slack_error(exc))
     return []
 
 
@@ -245,13 +256,19 @@ def deliver(
                 recipient_user_id=question.user,
             )
             streamer.append(markdown_text=rendered.markdown)
-            response = streamer.stop(blocks=rendered.footer_blocks or None)
+            response = streamer.stop(blocks=rendered.footer_blocks or None, metadata=question.reply_metadata)
             return response.get("ts") or streamer.ts
         except SlackApiError as exc:
             error = exc.response.get("error")
             if streamer is not None and streamer.ts:  # the stream began: finish it as an ordinary message
                 log.warning("chat stream %s failed mid-way (%s); completing with chat.update", streamer.ts, error)
-                client.chat_update(channel=question.channel, ts=streamer.ts, text=rendered.text, blocks=rendered.blocks)
+                client.chat_update(
+                    channel=question.channel,
+                    ts=streamer.ts,
+                    text=rendered.text,
+                    blocks=rendered.blocks,
+                    metadata=question.reply_metadata,
+                )
                 return streamer.ts
             deps.streaming.refused(error)
             log.info("chat streaming not possible here (%s); posting instead", error)
@@ -260,17 +277,27 @@ def deliver(
         thread_ts=question.reply_ts,
         text=rendered.text,
         blocks=rendered.blocks or None,
+        metadata=question.reply_metadata,
         unfurl_links=False,
         unfurl_media=False,
     )
     return response.get("ts")
 
 
-def post_quietly(client: WebClient, channel: str, thread_ts: str | None, text: str) -> None:
+def post_quietly(
+    client: WebClient, channel: str, thread_ts: str | None, text: str, metadata: dict | None = None
+) -> None:
     try:
-        client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text, unfurl_links=False, unfurl_media=False)
-    except SlackApiError as exc:
-        log.warning("could not post to %s: %s", channel, exc.response.get("error"))
+        client.chat_postMessage(
+            channel=channel, thread_ts=thread_ts, text=text, metadata=metadata, unfurl_links=False, unfurl_media=False
+        )
+    except Exception as exc:  # Slack refused, or the network failed
+        log.warning("could not post to %s: %s", channel, slack_error(exc))
+
+
+def slack_error(exc: Exception) -> str:
+    """What went wrong with a Web API call, in a word (Slack's error code, or the exception's type)."""
+    return str(exc.response.get("error")) if isinstance(exc, SlackApiError) else type(exc).__name__
 
 
 def receive(deps: SlackDeps, client: WebClient, question: Question, say_stream: Callable | None = None) -> bool:
@@ -309,13 +336,13 @@ def answer_question(
         status.close()
     try:
         deliver(deps, client, question, rendered, say_stream)
-    except SlackApiError:
+    except Exception:  # Slack refused, or the network failed: nothing more this process can do for it
         log.exception("could not reply in %s/%s", question.channel, question.reply_ts)
     deps.ledger.release(question.key)
 
 
 def say_busy(deps: SlackDeps, client: WebClient, question: Question) -> None:
-    post_quietly(client, question.channel, question.reply_ts, BUSY)
+    post_quietly(client, question.channel, question.reply_ts, BUSY, question.reply_metadata)
     deps.ledger.release(question.key)
 
 

@@ -7,6 +7,7 @@ downloads, ingestion) to the bounded pools here, never running it on Bolt's list
 from __future__ import annotations
 
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
@@ -74,8 +75,15 @@ class SlackDeps:
         return self.listeners.pending == 0 and self.answers.idle() and self.ingests.idle()
 
     def shutdown(self, timeout_s: float = 0.0) -> bool:
-        """Stop accepting work and let what was accepted finish (at most timeout_s); True if it all did."""
-        finished = self.answers.drain(timeout_s) & self.ingests.drain(timeout_s)
+        """Let every acknowledged request reach a pool, then let the pools finish what they accepted — all
+        within timeout_s — and close the ledger last. True if everything finished (a question still held is
+        answered at the next start)."""
+        deadline = time.monotonic() + timeout_s
+        finished = self.listeners.wait_idle(timeout_s)
+        self.answers.close()
+        self.ingests.close()
+        finished &= self.answers.drain(max(0.0, deadline - time.monotonic()))
+        finished &= self.ingests.drain(max(0.0, deadline - time.monotonic()))
         self.side.shutdown(wait=finished, cancel_futures=not finished)
         self.listeners.shutdown(wait=False, cancel_futures=True)
         self.ledger.close()

@@ -1,9 +1,9 @@
 """At start-up: answer the questions an earlier run claimed and never answered (it was killed, or stopped
 before its grace period ran out), exactly once.
 
-A question is answered again only if its thread holds no finished reply of the bot posted after it (the
-earlier run may have died between posting and releasing the claim). One older than `MAX_AGE_S` is not
-answered any more: its asker gets a short note instead.
+A question is answered again only if its thread holds no reply of the bot to it (each reply carries the
+question's ts in its Slack message metadata; the earlier run may have died between posting and releasing).
+One older than `MAX_AGE_S` is not answered any more: its asker gets a short note instead.
 """
 
 from __future__ import annotations
@@ -12,9 +12,16 @@ import logging
 import time
 
 from slack_sdk import WebClient
-from slack_sdk.errors import SlackApiError
 
-from bot.slack.conversation import Question, StatusReporter, answer_question, fetch_replies, post_quietly
+from bot.slack.conversation import (
+    Question,
+    StatusReporter,
+    answer_question,
+    fetch_replies,
+    post_quietly,
+    say_busy,
+    slack_error,
+)
 from bot.slack.deps import SlackDeps
 from bot.slack.markup import clean_text
 
@@ -33,26 +40,26 @@ def resume_held(deps: SlackDeps, client: WebClient, max_age_s: float = MAX_AGE_S
         except (TypeError, ValueError):
             deps.ledger.release(key)
             continue
-        if time.time() - claimed_at > max_age_s:
-            post_quietly(client, question.channel, question.reply_ts, TOO_LATE)
-            deps.ledger.release(key)
-            continue
         try:
             replies = fetch_replies(client, question.channel, question.reply_ts)
-        except SlackApiError as exc:
+        except Exception as exc:  # Slack refused, or the network failed: try again at the next start
             log.warning(
-                "could not check %s for an earlier reply (%s); will try at the next start",
-                key,
-                exc.response.get("error"),
+                "could not check %s for an earlier reply (%s); will try at the next start", key, slack_error(exc)
             )
             continue
-        if any(question.from_bot(m) and float(m.get("ts") or 0) > float(question.ts) for m in replies):
+        if any(question.answered_by(m) for m in replies):
             deps.ledger.release(key)  # answered before the restart; only the release was lost
+            continue
+        if time.time() - claimed_at > max_age_s:
+            post_quietly(client, question.channel, question.reply_ts, TOO_LATE, question.reply_metadata)
+            deps.ledger.release(key)
             continue
         question.replies = replies
         status = StatusReporter(deps, client, question.channel, question.reply_ts)
         if deps.answers.submit(answer_question, deps, client, question, clean_text(question.text), status):
             queued += 1
+        else:
+            say_busy(deps, client, question)
     if queued:
         log.info("answering %d question(s) claimed before the restart", queued)
     return queued

@@ -25,7 +25,6 @@ from bot.slack.render import NAME_CHARS, clamp, escape, shorten
 log = logging.getLogger(__name__)
 
 DOWNLOAD_TIMEOUT_S = 60
-SLACK_FILETYPES = sorted({s.lstrip(".") for s in SUPPORTED_SUFFIXES})  # for file_input's `filetypes`
 
 
 @dataclass

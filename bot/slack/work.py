@@ -64,6 +64,11 @@ class WorkPool:
     def idle(self) -> bool:
         return self.pending == 0
 
+    def close(self) -> None:
+        """Accept nothing more (what was accepted still runs)."""
+        with self._lock:
+            self._closed = True
+
     def drain(self, timeout_s: float) -> bool:
         """Accept nothing more and wait (at most timeout_s) for what was accepted; True if it all finished."""
         deadline = time.monotonic() + timeout_s
@@ -108,6 +113,12 @@ class TrackedExecutor(ThreadPoolExecutor):
     def pending(self) -> int:
         with self._lock:
             return self._pending
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while self.pending and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return self.pending == 0
 
 
 def fire_and_forget(executor: ThreadPoolExecutor, fn: Callable, *args) -> Future | None:

@@ -204,6 +204,7 @@ class FakeSlack:
             "text": p.get("text", ""),
             "blocks": p.get("blocks"),
             "ts": self.next_ts(),
+            **({"metadata": p["metadata"]} if p.get("metadata") else {}),
             **extra,
         }
         if p.get("thread_ts"):
@@ -221,6 +222,8 @@ class FakeSlack:
     def m_chat_update(self, p: dict) -> dict:
         message = self._find(p["channel"], p["ts"]) or {}
         message.update({"text": p.get("text", ""), "blocks": p.get("blocks")})
+        if p.get("metadata"):
+            message["metadata"] = p["metadata"]
         message.pop("streaming", None)
         return {"channel": p["channel"], "ts": p["ts"]}
 
@@ -248,6 +251,8 @@ class FakeSlack:
         message = self._find(p["channel"], p["ts"]) or {}
         message["text"] = message.get("text", "") + self._chunk_text(p)
         message["blocks"] = p.get("blocks")
+        if p.get("metadata"):
+            message["metadata"] = p["metadata"]
         message.pop("streaming", None)
         return {"channel": p["channel"], "ts": p["ts"], "message": message}
 
@@ -345,7 +350,7 @@ class FakeSlack:
                     params.update(json.loads(raw or "{}"))
                 else:
                     params.update(dict(parse_qsl(raw)))
-                for key in ("blocks", "chunks", "view"):
+                for key in ("blocks", "chunks", "view", "metadata"):
                     if isinstance(params.get(key), str):
                         with contextlib.suppress(json.JSONDecodeError):
                             params[key] = json.loads(params[key])

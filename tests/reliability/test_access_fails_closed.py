@@ -180,3 +180,56 @@ def test_membership_is_remembered_for_at_most_a_minute():
     from bot.slack.membership import MEMBERSHIP_TTL_S
 
     assert MEMBERSHIP_TTL_S <= 60
+
+
+MISTAKES_THAT_PARSE = {
+    # the file still parses as TOML; each would once have left the KB public
+    "misspelt key": lambda text: text.replace("visibility =", "visiblity ="),
+    "visibility line deleted": lambda text: "\n".join(
+        line for line in text.splitlines() if not line.startswith("visibility")
+    ),
+    "cut short after the description": lambda text: text[: text.index("\n", text.index("description")) + 1],
+}
+
+
+@pytest.mark.parametrize("mistake", list(MISTAKES_THAT_PARSE))
+def test_a_declaration_that_parses_but_drops_restricted_keeps_it_restricted(setup, mistake):
+    from bot.core import KnowledgeBot
+
+    settings, kbs, _ = setup
+    with KnowledgeBot(settings) as bot:
+        bot.refresh()
+        path = kbs / "finance" / "kb.toml"
+        path.write_text(MISTAKES_THAT_PARSE[mistake](path.read_text(encoding="utf-8")), encoding="utf-8")
+        problems = bot.refresh()
+        assert any("finance" in p for p in problems), problems
+        outside = [v.name for v in bot.visible_kbs(Origin.slack_channel(PUBLIC, EMPLOYEE))]
+        assert "finance" not in outside
+        assert "finance" in [v.name for v in bot.visible_kbs(Origin.slack_channel(FINANCE, CFO))]
+
+
+def test_a_copy_declaring_the_same_name_cannot_open_a_restricted_kb(setup):
+    from bot.core import KnowledgeBot
+
+    settings, kbs, _ = setup
+    with KnowledgeBot(settings) as bot:
+        bot.refresh()
+        shutil.copytree(kbs / "finance", kbs / "board-public")
+        copy = kbs / "board-public" / "kb.toml"
+        copy.write_text(copy.read_text(encoding="utf-8").replace('"restricted"', '"public"'), encoding="utf-8")
+        assert any("declared more than once" in p for p in bot.refresh())
+        assert "finance" not in [v.name for v in bot.visible_kbs(Origin.slack_channel(PUBLIC, EMPLOYEE))]
+
+
+def test_admins_cannot_change_a_kb_with_no_known_rules_from_slack(setup):
+    from bot.core import KnowledgeBot, NotFound
+
+    settings, kbs, _ = setup
+    with sqlite3.connect(settings.data_dir / "registry.sqlite3") as db:
+        db.execute("DELETE FROM kb_manifests WHERE kb = 'finance'")
+    break_typo(kbs)
+    admin = Origin.slack_dm("D0ADMIN001", "U0ADMIN001")
+    with KnowledgeBot(settings.model_copy(update={"admin_users": "U0ADMIN001"})) as bot:
+        assert "finance" not in bot.uploadable_kbs(admin)
+        with pytest.raises(NotFound):
+            bot.delete_document(admin, "finance", "revenue-targets-fy2027.md")

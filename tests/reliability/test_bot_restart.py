@@ -118,9 +118,10 @@ def test_sigterm_finishes_the_questions_already_claimed(world):
     figures.add("events_held")
 
 
-def test_a_restart_does_not_answer_again_what_was_answered_and_says_so_when_too_late(world):
-    """In-process: questions held by an earlier run whose reply was posted (only the release was lost) are
-    not answered again; ones older than the limit get a short note instead of a stale answer."""
+def test_a_restart_answers_again_only_what_has_no_reply_and_says_so_when_too_late(world):
+    """In-process: the held questions of an earlier run. One whose reply was posted (only the release was
+    lost) is not answered again; one whose thread holds only a reply to another question is; one older than
+    the limit gets a short note instead of a stale answer."""
     from helpers.fake_slack import BOT_ID, BOT_USER
     from helpers.slackbot import running_bot
 
@@ -128,17 +129,31 @@ def test_a_restart_does_not_answer_again_what_was_answered_and_says_so_when_too_
     from bot.slack.resume import TOO_LATE, resume_held
 
     settings, fake, _ = world
-    with running_bot(settings, fake, warm=False) as bot:
-        asked = fake.add_message(PEOPLE, EMPLOYEE, QUESTION)
-        fake.add_message(PEOPLE, BOT_USER, "25 days [1]", thread_ts=asked["ts"], bot_id=BOT_ID)
-        answered = Question(PEOPLE, EMPLOYEE, QUESTION, asked["ts"], None, False, None, "mention", BOT_USER, BOT_ID)
-        bot.deps.ledger.hold(answered.key, answered.to_payload())
-        assert resume_held(bot.deps, bot.app.client) == 0
-        assert bot.deps.ledger.held() == [] and len(fake.bot_replies(PEOPLE, asked["ts"])) == 1
 
-        late = fake.add_message(PEOPLE, EMPLOYEE, QUESTION)
-        stale = Question(PEOPLE, EMPLOYEE, QUESTION, late["ts"], None, False, None, "mention", BOT_USER, BOT_ID)
-        bot.deps.ledger.hold(stale.key, stale.to_payload())
+    def held(text: str) -> Question:
+        asked = fake.add_message(PEOPLE, EMPLOYEE, text)
+        question = Question(PEOPLE, EMPLOYEE, text, asked["ts"], None, False, None, "mention", BOT_USER, BOT_ID)
+        bot.deps.ledger.hold(question.key, question.to_payload())
+        return question
+
+    def bot_reply(question: Question, text: str, metadata: dict) -> None:
+        fake.add_message(PEOPLE, BOT_USER, text, thread_ts=question.ts, bot_id=BOT_ID, metadata=metadata)
+
+    with running_bot(settings, fake, warm=False) as bot:
+        answered, unanswered = held(QUESTION), held("How many paid sick days are there per year?")
+        bot_reply(answered, "25 days [1]", answered.reply_metadata)
+        bot_reply(unanswered, "the reply to another question", answered.reply_metadata)
+        assert resume_held(bot.deps, bot.app.client) == 1
+        replies = fake.wait_for(
+            lambda: [m for m in fake.bot_replies(PEOPLE, unanswered.ts) if unanswered.answered_by(m)],
+            timeout=60,
+            what="the unanswered question answered",
+        )
+        assert len(replies) == 1 and "10" in str(replies[0])
+        bot.settle()
+        assert bot.deps.ledger.held() == [] and len(fake.bot_replies(PEOPLE, answered.ts)) == 1
+
+        stale = held(QUESTION)
         assert resume_held(bot.deps, bot.app.client, max_age_s=0) == 0
-        [note] = fake.bot_replies(PEOPLE, late["ts"])
+        [note] = fake.bot_replies(PEOPLE, stale.ts)
         assert note["text"] == TOO_LATE and bot.deps.ledger.held() == []

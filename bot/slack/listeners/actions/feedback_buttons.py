@@ -64,7 +64,10 @@ def _record_and_thank(
     message_ts: str | None,
     thread_ts: str | None,
 ) -> None:
-    deps.bot.record_feedback(Origin.slack_channel(channel, user, thread_ts), answer_id, verdict, message_ts)
+    try:
+        deps.bot.record_feedback(Origin.slack_channel(channel, user, thread_ts), answer_id, verdict, message_ts)
+    except Exception:  # the thanks still goes out; the log keeps what was lost
+        logger.exception("could not record feedback %s on %s", verdict, answer_id)
     try:
         client.chat_postEphemeral(channel=channel, user=user, thread_ts=thread_ts, text=THANKS[verdict])
     except SlackApiError as exc:

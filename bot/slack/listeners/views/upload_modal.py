@@ -7,9 +7,11 @@ from slack_sdk.errors import SlackApiError
 from bot.core import AccessDenied, NotFound, Origin
 from bot.slack import builders
 from bot.slack.builders import FILES_ACTION, FILES_BLOCK, KB_ACTION, KB_BLOCK
+from bot.slack.conversation import BUSY
 from bot.slack.deps import SlackDeps
 from bot.slack.render import shorten
 from bot.slack.uploads import SlackFile, ingest_slack_files, precheck, results_text
+from bot.slack.work import fire_and_forget
 
 
 def handle_upload_submission(deps: SlackDeps, ack: Ack, body: dict, view: dict, client: WebClient):
@@ -51,13 +53,12 @@ def handle_upload_submission(deps: SlackDeps, ack: Ack, body: dict, view: dict, 
         )
         return
     ack()
-    deps.ingests.submit(ingest_and_report, deps, client, origin, kb, files, user, channel)
+    if not deps.ingests.submit(ingest_and_report, deps, client, origin, kb, files, user, channel):
+        fire_and_forget(deps.side, tell, client, user, channel, BUSY)
 
 
-def ingest_and_report(
-    deps: SlackDeps, client: WebClient, origin: Origin, kb: str, files: list[SlackFile], user: str, channel: str | None
-) -> None:
-    text = results_text(kb, ingest_slack_files(deps, client, origin, kb, files))
+def tell(client: WebClient, user: str, channel: str | None, text: str) -> None:
+    """An ephemeral note in the channel the form was opened from, or a DM."""
     if channel:
         try:
             client.chat_postEphemeral(channel=channel, user=user, text=text)
@@ -65,3 +66,9 @@ def ingest_and_report(
         except SlackApiError:
             pass  # e.g. the bot is not in that channel: fall back to a DM
     client.chat_postMessage(channel=user, text=text)
+
+
+def ingest_and_report(
+    deps: SlackDeps, client: WebClient, origin: Origin, kb: str, files: list[SlackFile], user: str, channel: str | None
+) -> None:
+    tell(client, user, channel, results_text(kb, ingest_slack_files(deps, client, origin, kb, files)))
