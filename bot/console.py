@@ -62,7 +62,8 @@ def render_text(answer: Answer) -> str:
         for c in answer.citations:
             where = f", {c.location}" if c.location else ""
             lines.append(f"  [{c.n}] {c.kb}/{c.document}{where} — “{c.excerpt}”")
-    context = f"{', '.join(answer.route.kbs) or 'no KB'} · {len(answer.rounds)} round(s) · {answer.mode}"
+    kbs = list(dict.fromkeys(c.kb for c in answer.citations)) or answer.searched_kbs or answer.route.kbs
+    context = f"{', '.join(kbs) or 'no KB'} · {len(answer.rounds)} round(s) · {answer.mode}"
     lines += ["", f"({context}; {answer.timings_ms.get('total', 0):.0f} ms)"]
     if answer.notes:
         lines.append("(" + "; ".join(answer.notes) + ")")
