@@ -24,6 +24,7 @@ from bot.eval.company import (
     validate_case,
 )
 from bot.eval.datasets import DatasetError
+from bot.eval.report import render
 from bot.eval.workspace import EvalWorkspace
 from tools.parsing import parse_file
 
@@ -263,6 +264,12 @@ def test_eval_company_runs_end_to_end_on_tiny_kbs(tmp_path, monkeypatch):
     assert thread["expected"] == {"kb": "people", "document": "leave.md", "fact": r"\b28\b"}
     verdicts = [r["verdict"] for r in rows if r["kind"] != "ook-topic"]
     assert in_kb["answered_right"] == pytest.approx(verdicts.count("answered_right") / 3, abs=1e-3)
+
+    # docs/benchmarks.md: a section of its own, and the five goals as rows of the Targets table.
+    report = render({"retrieval": {}, "company": result})
+    assert "## Company questions" in report and "per-case dump" in report
+    goals = [line for line in report.splitlines() if line.startswith("| company questions (test split)")]
+    assert len(goals) == 5 and any("≥ 0.97" in line for line in goals)
 
     # Nothing changed: a second run reuses the four KBs instead of ingesting them again.
     again = eval_company(ws, "dev", dump=tmp_path / "dev.jsonl", questions=questions, knowledge_bases=root)
