@@ -195,6 +195,7 @@ def eval_company(
     cases = select(load_cases(questions), split, limit)
     builds = build_kbs(ws, fresh, knowledge_bases)
     engine = ScopedBot(ws.bot, frozenset(KBS))
+    engine.answer("warm-up: what is in the knowledge base?")  # loads the model and indexes outside the timings
     dump = dump or ws.dir / f"company-{split}.jsonl"
     dump.parent.mkdir(parents=True, exist_ok=True)
     rows, latencies = [], []
