@@ -50,3 +50,7 @@ class SlackPeople:
             if name := self.name_of(user):
                 names[user] = name
         return names
+
+    def forget(self) -> None:
+        with self._lock:
+            self._names.clear()
