@@ -8,6 +8,7 @@ from bot.core.models import (
     AskResult,
     Citation,
     DocView,
+    EvidenceNote,
     IngestReport,
     KbView,
     Turn,
@@ -15,16 +16,19 @@ from bot.core.models import (
     shorten,
 )
 from bot.core.origin import Origin, Surface
+from bot.core.traces import AnswerTrace, TracedRound
 
 __all__ = [
     "SUPPORTED_SUFFIXES",
     "USER_ERRORS",
     "AccessDenied",
     "Answer",
+    "AnswerTrace",
     "AskResult",
     "Citation",
     "DocView",
     "EmptyQuestion",
+    "EvidenceNote",
     "IngestReport",
     "KbView",
     "KnowledgeBaseError",
@@ -32,6 +36,7 @@ __all__ = [
     "NotFound",
     "Origin",
     "Surface",
+    "TracedRound",
     "Turn",
     "Upload",
     "shorten",

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bot.agent.models import KbTarget, Turn
+from bot.agent.models import Answer, KbTarget, Turn
 from bot.config import Settings
 from bot.core import permissions
 from bot.core.errors import AccessDenied, NotFound
@@ -22,6 +22,8 @@ from bot.core.models import AskResult, Citation, DocView, IngestReport, KbView, 
 from bot.core.origin import Origin
 from bot.core.permissions import MembershipLookup
 from bot.core.records import Records
+from bot.core.traces import AnswerTrace, BrokenRecord
+from bot.core.trust import annotate
 from tools.embeddings import Embedder
 from tools.manifests import KnowledgeBaseManifest
 from tools.search import Evidence
@@ -43,11 +45,13 @@ class KnowledgeBot:
         membership: MembershipLookup | None = None,
         service: KnowledgeService | None = None,
         wrap_embedder: Callable[[Embedder], Embedder] | None = None,
+        clock: Callable[[], float] = time.time,
     ):
         self.settings = settings
         self.service = service or KnowledgeService(settings.tools, wrap_embedder=wrap_embedder)
         self.membership = membership
         self.admins = frozenset(settings.admin_user_ids)
+        self.clock = clock  # wall time, for how old a cited document is
         self.records = Records(settings.data_dir.expanduser() / "records.sqlite3")  # opened on first use
         self._engine: AnswerEngine | None = None
         self._engine_lock = threading.Lock()
@@ -182,8 +186,16 @@ class KnowledgeBot:
             deadline=self.settings.question_deadline_s,
         )
         answer.notes.extend(notes)
+        self._add_trust_signals(answer)
         answer_id = self.records.log_answer(origin, answer) if origin.recorded else None
         return AskResult(answer, answer_id)
+
+    def _add_trust_signals(self, answer: Answer) -> None:
+        """When each cited document was last updated, who uploaded it, whether it is old (bot.core.trust)."""
+        try:
+            annotate(answer.citations, self.service.documents, self.clock(), self.settings.stale_after_days)
+        except Exception as exc:  # the answer still goes out, without the signals; the log says why
+            log.warning("trust signals of the citations could not be read: %s", exc)
 
     def standalone_query(self, question: str, history: Sequence[Turn]) -> str:
         """The follow-up rewritten as a question that stands alone (what `ask` searches with)."""
@@ -266,6 +278,23 @@ class KnowledgeBot:
     def answer_record(self, answer_id: str) -> dict | None:
         return self.records.find_answer(answer_id)
 
+    def trace(self, origin: Origin, answer_id: str) -> AnswerTrace:
+        """How a recorded answer was found, from its stored record, for someone who may see it here
+        (`permissions.may_see_trace`). NotFound when there is no readable record of it; AccessDenied
+        when it names a KB this origin may not read here (or was given privately to someone else)."""
+        record = self.records.find_answer(answer_id)
+        if record is None:
+            raise NotFound(f"no recorded answer {answer_id!r}")
+        try:
+            trace = AnswerTrace.from_record(record)
+        except BrokenRecord as exc:
+            log.warning("%s", exc)
+            raise NotFound(f"the record of answer {answer_id!r} cannot be read") from None
+        entries = self._snapshot()
+        if not permissions.may_see_trace(origin, trace.asked_in, trace.kbs, entries, self._member_of(origin, entries)):
+            raise AccessDenied("this answer drew on knowledge this origin may not read")
+        return trace
+
     def record_feedback(
         self, origin: Origin, answer_id: str, value: str, message_ts: str | None = None, reason: str | None = None
     ) -> None:
@@ -285,7 +314,9 @@ class KnowledgeBot:
         """Add documents to a KB as one batch: a document of the same name is replaced; two uploads with one
         name are both refused (neither silently replaces the other)."""
         self._entry_to_change(origin, kb)
-        return self.service.ingest_uploads(kb, [(u.name, u.data, u.source_url) for u in uploads])
+        return self.service.ingest_uploads(
+            kb, [(u.name, u.data, u.source_url) for u in uploads], uploaded_by=None if origin.trusted else origin.user
+        )
 
     def ingest_paths(self, origin: Origin, kb: str, paths: Sequence[Path], progress: bool = False) -> IngestReport:
         self._entry_to_change(origin, kb)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.agent.models import Answer, Citation, RoundTrace, Route, Turn
+from bot.agent.models import Answer, Citation, EvidenceNote, RoundTrace, Route, Turn
 from tools.ingest import DocumentResult, IngestReport
 from tools.parsing import SUPPORTED_SUFFIXES
 from tools.text import shorten
@@ -62,6 +62,7 @@ __all__ = [
     "Citation",
     "DocView",
     "DocumentResult",
+    "EvidenceNote",
     "IngestReport",
     "KbView",
     "RoundTrace",

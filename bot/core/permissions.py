@@ -5,7 +5,9 @@ never a file read on the spot. Everything fails closed:
 - a KB with no known rules is usable from the command line only;
 - a restricted KB is readable only in its `allowed_channels`, and in a DM (or the assistant pane) only by a
   member of one of them; when membership cannot be looked up, nobody gets it there;
-- uploads and deletes: the KB's `uploaders` and the admins (KBBOT_ADMIN_USERS), and the command line.
+- uploads and deletes: the KB's `uploaders` and the admins (KBBOT_ADMIN_USERS), and the command line;
+- how an answer was found (its trace): only for someone who may read, where they are, every KB it names;
+  and the trace of an answer given in a DM (or the assistant pane) only to the person it was given to.
 """
 
 from __future__ import annotations
@@ -43,6 +45,22 @@ def may_read(origin: Origin, entry: KbEntry, member_of: frozenset[str] = frozens
     if origin.private:  # a DM is a DM, whatever its channel id says
         return bool(member_of & allowed)
     return origin.channel in allowed
+
+
+def may_see_trace(
+    origin: Origin,
+    asked_in: Origin,
+    kbs: Iterable[str],
+    entries: Mapping[str, KbEntry],
+    member_of: frozenset[str] = frozenset(),
+) -> bool:
+    """May this origin see how an answer (given at `asked_in`) was found, a trace naming `kbs`? A KB with no
+    known rules now (deleted, never declared) cannot be judged, so a trace naming one is refused."""
+    if origin.trusted:
+        return True
+    if asked_in.private and (not origin.user or origin.user != asked_in.user):
+        return False
+    return all(kb in entries and may_read(origin, entries[kb], member_of) for kb in kbs)
 
 
 def is_admin(origin: Origin, admins: frozenset[str]) -> bool:

@@ -86,8 +86,10 @@ class Records:
 
     def log_answer(self, origin: Origin, answer: Answer) -> str:
         answer_id = new_answer_id()
+        # What "how I found this" shows (bot.core.traces): rounds carry their best evidence with locations.
         trace = {
             "route": asdict(answer.route),
+            "searched_kbs": answer.searched_kbs,
             "rounds": [asdict(r) for r in answer.rounds],
             "notes": answer.notes,
             "timings_ms": answer.timings_ms,

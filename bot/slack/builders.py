@@ -29,7 +29,10 @@ HELP = """*`/kb` — the knowledge-base bot*
 • `/kb upload [kb]` — add documents (a form with a file picker; uploaders only)
 • `/kb delete <kb> <document>` — remove a document (uploaders only)
 • `/kb help` — this message
-You can also @mention me in a channel, DM me, or drop files into a DM with me and name the KB."""
+You can also @mention me in a channel, DM me, or drop files into a DM with me and name the KB.
+Under every answer, *How I found this* shows only you how it was found: the standalone query, the KBs
+considered, each round and its best passages. Sources say when each document was last updated and who
+uploaded it; :warning: marks one that may be outdated."""
 
 UPLOAD_CALLBACK_ID = "kb_upload"
 KB_BLOCK, KB_ACTION = "kb", "kb_select"

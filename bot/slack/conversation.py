@@ -236,7 +236,14 @@ def ask(
     except Exception:
         log.exception("answering in %s failed", origin.channel)
         return render_error(FAILED)
-    return render_answer(result.answer, result.answer_id)
+    return render_answer(result.answer, result.answer_id, people=uploader_names(deps, result.answer.citations))
+
+
+def uploader_names(deps: SlackDeps, citations: list) -> dict[str, str]:
+    """Display names of the people who uploaded the cited documents (none when they cannot be looked up)."""
+    if deps.people is None:
+        return {}
+    return deps.people.names_of(c.uploaded_by for c in citations if c.uploaded_by)
 
 
 # --- replies -----------------------------------------------------------------------------------

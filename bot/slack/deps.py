@@ -15,6 +15,7 @@ from urllib.parse import urlparse
 from bot.config import Settings
 from bot.core import KnowledgeBot
 from bot.slack.idempotency import ClaimLedger
+from bot.slack.people import SlackPeople
 from bot.slack.work import TrackedExecutor, WorkPool
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,7 @@ class SlackDeps:
     listeners: TrackedExecutor  # Bolt's listener threads: they only acknowledge and hand work on
     streaming: Capability = field(default_factory=lambda: Capability("chat streaming"))
     status: Capability = field(default_factory=lambda: Capability("assistant.threads.setStatus"))
+    people: SlackPeople | None = None  # uploaders' names for Sources (set by build_slack)
 
     @property
     def bot_token(self) -> str:

@@ -79,6 +79,7 @@ class FakeSlack:
             self.messages: dict[str, list[dict]] = {}
             self.members: dict[str, list[str]] = {}
             self.files: dict[str, tuple[dict, bytes]] = {}
+            self.users: dict[str, dict] = {}  # user id -> users.info's `user` (profile.display_name...)
             self.errors: dict[str, str] = {}  # method -> Slack error to return
             self.rate_limit: dict[str, int] = {}  # method -> how many 429s to return first
             self.stalled: set[str] = set()  # methods whose calls hang (recorded first) until `unstall()`
@@ -215,7 +216,25 @@ class FakeSlack:
         self.messages.setdefault(p["channel"], []).append(message)
         return message
 
+    @staticmethod
+    def check_blocks(blocks: object) -> None:
+        """Slack refuses a message over Block Kit's limits with `invalid_blocks`: 50 blocks, 3000 characters
+        per section or context text, 10 context elements."""
+        if blocks is None:
+            return
+        if not isinstance(blocks, list) or not 0 < len(blocks) <= 50:
+            raise LookupError("invalid_blocks")
+        for block in blocks:
+            texts = [block.get("text") or {}] if block.get("type") == "section" else []
+            if block.get("type") == "context":
+                if not 0 < len(block.get("elements") or []) <= 10:
+                    raise LookupError("invalid_blocks")
+                texts += [e for e in block["elements"] if "text" in e]
+            if any(not 0 < len(t.get("text") or "") <= 3000 for t in texts):
+                raise LookupError("invalid_blocks")
+
     def m_chat_postMessage(self, p: dict) -> dict:
+        self.check_blocks(p.get("blocks"))
         message = self._post(p)
         return {"channel": p["channel"], "ts": message["ts"], "message": message}
 
@@ -228,7 +247,15 @@ class FakeSlack:
         return {"channel": p["channel"], "ts": p["ts"]}
 
     def m_chat_postEphemeral(self, p: dict) -> dict:
+        if not p.get("channel") or not p.get("user"):
+            raise LookupError("invalid_arguments")
+        self.check_blocks(p.get("blocks"))
         return {"message_ts": self.next_ts()}
+
+    def m_users_info(self, p: dict) -> dict:
+        if p.get("user") not in self.users:
+            raise LookupError("user_not_found")
+        return {"user": {"id": p["user"], **self.users[p["user"]]}}
 
     @staticmethod
     def _chunk_text(p: dict) -> str:
