@@ -132,6 +132,7 @@ class DocumentRecord:
     live_hash: str | None
     live_chunks: int
     source_url: str | None
+    updated_at: float | None = None  # when its state last changed (a new version went live, or failed)
 
 
 @dataclass(frozen=True)
@@ -414,6 +415,7 @@ class Registry:
             row["live_hash"],
             row["live_chunks"],
             row["source_url"],
+            row["updated_at"],
         )
 
     def set_origin(self, kb: str, names: list[str], origin: str | None) -> None:

@@ -2,12 +2,14 @@
 
 from bot.core.bot import KnowledgeBot
 from bot.core.errors import USER_ERRORS, AccessDenied, EmptyQuestion, KnowledgeBaseError, NotFound
+from bot.core.gaps import FEEDBACK_REASONS, Gap, GapsReport
 from bot.core.models import (
     SUPPORTED_SUFFIXES,
     Answer,
     AskResult,
     Citation,
     DocView,
+    HomeView,
     IngestReport,
     KbView,
     Turn,
@@ -17,6 +19,7 @@ from bot.core.models import (
 from bot.core.origin import Origin, Surface
 
 __all__ = [
+    "FEEDBACK_REASONS",
     "SUPPORTED_SUFFIXES",
     "USER_ERRORS",
     "AccessDenied",
@@ -25,6 +28,9 @@ __all__ = [
     "Citation",
     "DocView",
     "EmptyQuestion",
+    "Gap",
+    "GapsReport",
+    "HomeView",
     "IngestReport",
     "KbView",
     "KnowledgeBaseError",
