@@ -54,7 +54,8 @@ class KbView:
 
     @property
     def failed_documents(self) -> tuple[DocView, ...]:
-        return tuple(d for d in self.documents if d.state == "failed")
+        """Documents that failed, and live ones whose last update failed (their error says so)."""
+        return tuple(d for d in self.documents if d.state == "failed" or (d.state == "ready" and d.error))
 
 
 @dataclass(frozen=True)
