@@ -29,7 +29,9 @@ HELP = """*`/kb` — the knowledge-base bot*
 • `/kb upload [kb]` — add documents (a form with a file picker; uploaders only)
 • `/kb delete <kb> <document>` — remove a document (uploaders only)
 • `/kb help` — this message
-You can also @mention me in a channel, DM me, or drop files into a DM with me and name the KB."""
+You can also @mention me in a channel, DM me, or drop files into a DM with me and name the KB.
+My *Home* tab shows the knowledge bases you can read; their uploaders also see failed documents, an Upload button
+and the knowledge gaps (questions I couldn't answer, answers marked 👎 — say why in the form a 👎 opens)."""
 
 UPLOAD_CALLBACK_ID = "kb_upload"
 KB_BLOCK, KB_ACTION = "kb", "kb_select"
