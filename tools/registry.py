@@ -134,6 +134,7 @@ class DocumentRecord:
     source_url: str | None
     uploaded_by: str | None = None  # the Slack user who uploaded the live version (None: not a Slack upload)
     published_at: float | None = None  # when the live version went live (epoch seconds)
+    updated_at: float | None = None  # when its state last changed (a new version went live, or failed)
 
 
 @dataclass(frozen=True)
@@ -422,6 +423,7 @@ class Registry:
             row["source_url"],
             row["uploaded_by"],
             (row["published_at"] or row["updated_at"]) if row["live_version"] is not None else None,
+            row["updated_at"],
         )
 
     def set_origin(self, kb: str, names: list[str], origin: str | None) -> None:

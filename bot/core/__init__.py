@@ -2,6 +2,7 @@
 
 from bot.core.bot import KnowledgeBot
 from bot.core.errors import USER_ERRORS, AccessDenied, EmptyQuestion, KnowledgeBaseError, NotFound
+from bot.core.gaps import FEEDBACK_REASONS, Gap, GapsReport
 from bot.core.models import (
     SUPPORTED_SUFFIXES,
     Answer,
@@ -9,6 +10,7 @@ from bot.core.models import (
     Citation,
     DocView,
     EvidenceNote,
+    HomeView,
     IngestReport,
     KbView,
     Turn,
@@ -19,6 +21,7 @@ from bot.core.origin import Origin, Surface
 from bot.core.traces import AnswerTrace, TracedRound
 
 __all__ = [
+    "FEEDBACK_REASONS",
     "SUPPORTED_SUFFIXES",
     "USER_ERRORS",
     "AccessDenied",
@@ -29,6 +32,9 @@ __all__ = [
     "DocView",
     "EmptyQuestion",
     "EvidenceNote",
+    "Gap",
+    "GapsReport",
+    "HomeView",
     "IngestReport",
     "KbView",
     "KnowledgeBaseError",

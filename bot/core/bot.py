@@ -18,7 +18,8 @@ from bot.agent.models import Answer, KbTarget, Turn
 from bot.config import Settings
 from bot.core import permissions
 from bot.core.errors import AccessDenied, NotFound
-from bot.core.models import AskResult, Citation, DocView, IngestReport, KbView, Upload
+from bot.core.gaps import DEFAULT_DAYS, FEEDBACK_REASONS, MAX_DAYS, GapsReport, clean_comment, merge_gaps
+from bot.core.models import AskResult, Citation, DocView, HomeView, IngestReport, KbView, Upload
 from bot.core.origin import Origin
 from bot.core.permissions import MembershipLookup
 from bot.core.records import Records
@@ -28,6 +29,7 @@ from tools.embeddings import Embedder
 from tools.manifests import KnowledgeBaseManifest
 from tools.search import Evidence
 from tools.service import DocumentNotFound, KbEntry, KbSummary, KnowledgeService
+from tools.store import KnowledgeBaseError
 
 if TYPE_CHECKING:
     from bot.agent.engine import AnswerEngine
@@ -35,6 +37,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DECLARATIONS_CHECK_S = 2.0
+MEMBERSHIP_UNKNOWN = (
+    "Your channel memberships could not be checked just now, so knowledge bases restricted to some channels "
+    "are not shown. Try again in a minute."
+)
+GAPS_SHOWN = 20
 
 
 class KnowledgeBot:
@@ -120,19 +127,26 @@ class KnowledgeBot:
         return self.service.catalog()
 
     def _member_of(self, origin: Origin, entries: dict[str, KbEntry]) -> frozenset[str]:
+        return self._memberships(origin, entries)[0]
+
+    def _memberships(self, origin: Origin, entries: dict[str, KbEntry]) -> tuple[frozenset[str], str | None]:
+        """The restricted KBs' channels this person is in, and why none are known when the lookup failed."""
         if not origin.private or not origin.user or self.membership is None:
-            return frozenset()
+            return frozenset(), None
         channels = permissions.restricted_channels(entries)
         if not channels:
-            return frozenset()
+            return frozenset(), None
         try:
-            return self.membership.channels_of(origin.user, channels)
+            return self.membership.channels_of(origin.user, channels), None
         except Exception as exc:  # fail closed: no restricted KB in this DM
             log.warning("channel membership of %s could not be checked (%s); restricted KBs skipped", origin.user, exc)
-            return frozenset()
+            return frozenset(), MEMBERSHIP_UNKNOWN
 
-    def _readable(self, origin: Origin, entries: dict[str, KbEntry]) -> list[str]:
-        member_of = self._member_of(origin, entries)
+    def _readable(
+        self, origin: Origin, entries: dict[str, KbEntry], member_of: frozenset[str] | None = None
+    ) -> list[str]:
+        if member_of is None:
+            member_of = self._member_of(origin, entries)
         return [name for name, e in entries.items() if permissions.may_read(origin, e, member_of)]
 
     def _entry_to_change(self, origin: Origin, kb: str) -> KbEntry:
@@ -242,12 +256,23 @@ class KnowledgeBot:
     def visible_kbs(self, origin: Origin) -> list[KbView]:
         """The KBs this origin may read (for /kb list and the console), with their documents."""
         entries = self._snapshot()
+        return self._kb_views(origin, entries, self._readable(origin, entries))
+
+    def _kb_views(self, origin: Origin, entries: dict[str, KbEntry], readable: Sequence[str]) -> list[KbView]:
         views = []
-        for name in self._readable(origin, entries):
+        for name in readable:
             entry = entries[name]
             may_upload = permissions.may_change(origin, entry, self.admins)
+            # "Last updated" is when the live content was published, as in the Sources of an answer.
             documents = tuple(
-                DocView(d.name, d.state, d.live_chunks if d.live_version else 0, d.error, d.source_url)
+                DocView(
+                    d.name,
+                    d.state,
+                    d.live_chunks if d.live_version else 0,
+                    d.error,
+                    d.source_url,
+                    d.published_at if d.live_version is not None else d.updated_at,
+                )
                 for d in (self.service.documents(name) if entry.exists else [])
             )
             # A broken declaration is news for the people who can fix it; everyone is told a KB is not searched.
@@ -265,6 +290,57 @@ class KnowledgeBot:
                 )
             )
         return views
+
+    # --- knowledge gaps and App Home -------------------------------------------------------------
+
+    def knowledge_gaps(
+        self, origin: Origin, days: int = DEFAULT_DAYS, kb: str | None = None, limit: int = GAPS_SHOWN
+    ) -> GapsReport:
+        """The most frequent refused and 👎 questions of the last `days` days, of the KBs whose gaps this
+        origin may see (`kb`: of that one only; NotFound when it may not see it)."""
+        if not 1 <= days <= MAX_DAYS:
+            raise KnowledgeBaseError(f"days must be between 1 and {MAX_DAYS}, not {days}")
+        entries = self._snapshot()
+        member_of = self._member_of(origin, entries)
+        return self._gaps(origin, entries, member_of, days, kb, limit)
+
+    def _gaps(
+        self,
+        origin: Origin,
+        entries: dict[str, KbEntry],
+        member_of: frozenset[str],
+        days: int,
+        kb: str | None,
+        limit: int,
+    ) -> GapsReport:
+        readable = self._readable(origin, entries, member_of)
+        mine = [n for n in readable if permissions.may_see_gaps(origin, entries[n], self.admins, member_of)]
+        if kb is not None:
+            if kb not in mine:
+                if kb in readable:
+                    uploaders = entries[kb].manifest.uploaders if entries[kb].manifest else ()
+                    raise AccessDenied(f"only the uploaders of {kb!r} and admins can see its knowledge gaps", uploaders)
+                raise NotFound(self._no_such_kb(origin, kb, entries))
+            mine = [kb]
+        since = time.time() - days * 86400
+        gaps, total = merge_gaps(
+            self.records.gap_rows(mine, since),
+            self.records.gap_comments(mine, since),
+            lambda scope: permissions.may_see_gap_of(scope, readable),
+            mine,
+            limit,
+        )
+        return GapsReport(days, since, tuple(mine), tuple(gaps), total)
+
+    def home(self, origin: Origin, days: int = DEFAULT_DAYS, limit: int = GAPS_SHOWN) -> HomeView:
+        """App Home for one person: the KBs they may read; for the KBs they may change, the knowledge gaps."""
+        entries = self._snapshot()
+        member_of, note = self._memberships(origin, entries)
+        readable = self._readable(origin, entries, member_of)
+        views = self._kb_views(origin, entries, readable)
+        mine = any(permissions.may_see_gaps(origin, entries[n], self.admins, member_of) for n in readable)
+        gaps = self._gaps(origin, entries, member_of, days, None, limit) if mine else None
+        return HomeView(tuple(views), gaps, note)
 
     def summaries(self, origin: Origin) -> list[KbSummary]:
         """Document and chunk counts per KB (`kbbot kb list`); works while another process owns the store."""
@@ -299,6 +375,21 @@ class KnowledgeBot:
         self, origin: Origin, answer_id: str, value: str, message_ts: str | None = None, reason: str | None = None
     ) -> None:
         self.records.log_feedback(answer_id, value, origin, message_ts, reason)
+
+    def record_feedback_reason(
+        self,
+        origin: Origin,
+        answer_id: str,
+        reason: str | None,
+        comment: str | None = None,
+        message_ts: str | None = None,
+    ) -> None:
+        """Why this person's 👎 on an answer: one of FEEDBACK_REASONS and/or a comment, kept with that 👎."""
+        if reason is not None and reason not in FEEDBACK_REASONS:
+            raise KnowledgeBaseError(f"unknown reason {reason!r} (one of: {', '.join(FEEDBACK_REASONS)})")
+        if reason is None and clean_comment(comment) is None:
+            return  # nothing to add: the plain 👎 stays as it was
+        self.records.set_feedback_reason(answer_id, origin, reason, comment, message_ts)
 
     # --- changing ------------------------------------------------------------------------------
 

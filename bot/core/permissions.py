@@ -8,6 +8,8 @@ never a file read on the spot. Everything fails closed:
 - uploads and deletes: the KB's `uploaders` and the admins (KBBOT_ADMIN_USERS), and the command line;
 - how an answer was found (its trace): only for someone who may read, where they are, every KB it names;
   and the trace of an answer given in a DM (or the assistant pane) only to the person it was given to.
+- knowledge gaps (refused questions, 👎 answers) of a KB: those who may both read and change it; a gap
+  that also concerns another KB is shown only to someone who may read every KB it concerns.
 """
 
 from __future__ import annotations
@@ -74,6 +76,20 @@ def may_change(origin: Origin, entry: KbEntry, admins: frozenset[str]) -> bool:
     if entry.manifest is None:  # no known rules: the command line only, admins included
         return False
     return is_admin(origin, admins) or (bool(origin.user) and origin.user in entry.manifest.uploaders)
+
+
+def may_see_gaps(
+    origin: Origin, entry: KbEntry, admins: frozenset[str], member_of: frozenset[str] = frozenset()
+) -> bool:
+    """May this origin see the questions this KB failed (its uploaders and admins, where they may read it)?"""
+    return may_read(origin, entry, member_of) and may_change(origin, entry, admins)
+
+
+def may_see_gap_of(scope: Iterable[str], readable: Iterable[str]) -> bool:
+    """A refused or 👎 question concerns every KB in `scope`: its text is shown only to someone who may read
+    them all (a question asked where a restricted KB was searched stays with that KB's readers)."""
+    kbs = set(scope)
+    return bool(kbs) and kbs <= set(readable)
 
 
 def searched_first(origin: Origin, entries: Mapping[str, KbEntry]) -> list[str]:

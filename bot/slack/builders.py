@@ -32,7 +32,9 @@ HELP = """*`/kb` — the knowledge-base bot*
 You can also @mention me in a channel, DM me, or drop files into a DM with me and name the KB.
 Under every answer, *How I found this* shows only you how it was found: the standalone query, the KBs
 considered, each round and its best passages. Sources say when each document was last updated and who
-uploaded it; :warning: marks one that may be outdated."""
+uploaded it; :warning: marks one that may be outdated.
+My *Home* tab shows the knowledge bases you can read; their uploaders also see failed documents, an Upload button
+and the knowledge gaps (questions I couldn't answer, answers marked 👎 — say why in the form a 👎 opens)."""
 
 UPLOAD_CALLBACK_ID = "kb_upload"
 KB_BLOCK, KB_ACTION = "kb", "kb_select"

@@ -85,6 +85,7 @@ class FakeSlack:
             self.stalled: set[str] = set()  # methods whose calls hang (recorded first) until `unstall()`
             self._unstalled = threading.Event()
             self.downloads: list[tuple[str, str | None]] = []  # (path, authorization header)
+            self.home_views: dict[str, dict] = {}  # user -> the Home tab view last published for them
 
     # --- state helpers for tests -------------------------------------------------------------
 
@@ -318,6 +319,16 @@ class FakeSlack:
         view = p.get("view")
         view = json.loads(view) if isinstance(view, str) else view
         return {"view": {**(view or {}), "id": f"V{next(self._clock):09d}"}}
+
+    def m_views_publish(self, p: dict) -> dict:
+        view = p.get("view")
+        view = json.loads(view) if isinstance(view, str) else view
+        if not p.get("user_id") or not isinstance(view, dict) or view.get("type") != "home":
+            raise LookupError("invalid_arguments")
+        if len(view.get("blocks") or []) > 100:
+            raise LookupError("invalid_blocks")
+        self.home_views[p["user_id"]] = view
+        return {"view": {**view, "id": f"V{next(self._clock):09d}"}}
 
     def m_files_info(self, p: dict) -> dict:
         if p.get("file") not in self.files:

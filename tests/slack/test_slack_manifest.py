@@ -26,6 +26,12 @@ def test_manifest_declares_events_command_interactivity_and_socket_mode():
     assert data["features"]["app_home"]["messages_tab_read_only_enabled"] is False  # people can DM the bot
 
 
+def test_manifest_enables_the_home_tab_and_its_event():
+    data = manifest()
+    assert data["features"]["app_home"]["home_tab_enabled"] is True  # views.publish needs it (no scope)
+    assert "app_home_opened" in data["settings"]["event_subscriptions"]["bot_events"]
+
+
 def test_manifest_bot_scopes_cover_the_api_methods_used():
     scopes = set(manifest()["oauth_config"]["scopes"]["bot"])
     needed = {
