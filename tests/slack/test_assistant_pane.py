@@ -213,7 +213,8 @@ def test_a_pane_question_with_a_file_is_told_attachments_are_not_read_and_answer
 def test_a_mention_with_a_file_gets_one_notice_and_one_answer(bot):
     file = file_payload(bot)
     # Slack may send the mention with a file as a `message` (file_share) event, an `app_mention`, or both
-    message, _ = bot.send.mention(PEOPLE, EMPLOYEE, "How many vacation days do full-time staff get per year?")
+    text = f"<@{BOT_USER}> How many vacation days do full-time staff get per year?"
+    message = bot.fake.add_message(PEOPLE, EMPLOYEE, text, subtype="file_share", files=[file])
     bot.send.event(
         {
             "type": "app_mention",
@@ -238,7 +239,7 @@ def test_a_mention_with_a_file_gets_one_notice_and_one_answer(bot):
             "files": [file],
         }
     )
-    [answer] = wait_reply(bot, PEOPLE, message["ts"])  # the three deliveries were claimed once
+    [answer] = wait_reply(bot, PEOPLE, message["ts"])  # both deliveries: claimed once
     assert "25 days" in reply_text(answer)
     assert len(notices(bot, PEOPLE, message["ts"])) == 1
     assert len(bot.fake.bot_replies(PEOPLE, message["ts"])) == 2  # the notice and the answer, nothing else
