@@ -38,7 +38,8 @@ def test_document_names_cannot_become_markup_in_a_prompt():
     [prompt] = suggested_prompts([hostile], first=[])
     text = prompt["title"] + prompt["message"]
     assert not any(ch in text for ch in "<>@[]&!")
-    assert plain("報銷 政策_v2") == "報銷 政策 v2" and topic_of("shanghai-expense-policy-zh.md") == "shanghai expense policy zh"
+    assert plain("報銷 政策_v2") == "報銷 政策 v2"
+    assert topic_of("shanghai-expense-policy-zh.md") == "shanghai expense policy zh"
     assert len(suggested_prompts([PaneKb("k", ("x" * 500 + ".md",))], [])[0]["title"]) <= 60
 
 
@@ -66,3 +67,17 @@ def test_pane_threads_survive_a_restart_and_tell_pane_threads_from_dm_threads(tm
     reopened.save(channel_id="D1", thread_ts="1.1", context={"channel_id": "C0PRODUCT1"})  # context changed
     assert reopened.context_of("D1", "1.1") == {"channel_id": "C0PRODUCT1"}
     reopened.close()
+
+
+def test_a_held_pane_question_resumes_as_a_pane_question():
+    from bot.core import Surface
+    from bot.slack.conversation import ASSISTANT, Question
+
+    question = Question(
+        "D0EMPLOY01", "U0EMPLOY01", "how many vacation days?", "2.2", "1.1", True, "T1", ASSISTANT,
+        context_channel="C0PEOPLE01", has_files=True,
+    )  # fmt: skip
+    resumed = Question.from_payload(question.to_payload())
+    origin = resumed.origin
+    assert origin.surface == Surface.ASSISTANT and origin.context_channel == "C0PEOPLE01"
+    assert origin.thread_ts == "1.1" and origin.private and resumed.has_files
