@@ -149,6 +149,13 @@ class KnowledgeBot:
             member_of = self._member_of(origin, entries)
         return [name for name, e in entries.items() if permissions.may_read(origin, e, member_of)]
 
+    @staticmethod
+    def _searched_first(origin: Origin, entries: dict[str, KbEntry], readable: Iterable[str]) -> list[str]:
+        """The origin's channel's own KBs (in the assistant pane: the channel the user is looking at), only
+        those it may read: a channel in view never adds a KB, it only says which to search first."""
+        readable = set(readable)
+        return [name for name in permissions.searched_first(origin, entries) if name in readable]
+
     def _entry_to_change(self, origin: Origin, kb: str) -> KbEntry:
         """The KB, if this origin may change it. A KB it may not even see is reported as not existing."""
         entries = self._snapshot()
@@ -189,7 +196,7 @@ class KnowledgeBot:
                 notes.append(f"{name} was not searched: {entry.model_problem}")
                 continue
             targets.append(KbTarget(name, entry.description))
-        first = [name for name in permissions.searched_first(origin, entries) if name in readable]
+        first = self._searched_first(origin, entries, readable)
         answer = self.engine.answer(
             question,
             history,
@@ -290,6 +297,12 @@ class KnowledgeBot:
                 )
             )
         return views
+
+    def searched_first(self, origin: Origin) -> list[str]:
+        """The KBs this origin's channel searches first, among those it may read (the assistant pane's
+        suggested prompts start with them)."""
+        entries = self._snapshot()
+        return self._searched_first(origin, entries, self._readable(origin, entries))
 
     # --- knowledge gaps and App Home -------------------------------------------------------------
 

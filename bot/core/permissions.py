@@ -44,7 +44,9 @@ def may_read(origin: Origin, entry: KbEntry, member_of: frozenset[str] = frozens
     if not manifest.restricted:
         return True
     allowed = set(manifest.allowed_channels)
-    if origin.private:  # a DM is a DM, whatever its channel id says
+    if origin.private:
+        # A DM is a DM, whatever its channel id says; in the assistant pane the channel the user is looking at
+        # (`context_channel`) grants nothing either: only the user's own memberships open a restricted KB.
         return bool(member_of & allowed)
     return origin.channel in allowed
 
@@ -94,7 +96,8 @@ def may_see_gap_of(scope: Iterable[str], readable: Iterable[str]) -> bool:
 
 def searched_first(origin: Origin, entries: Mapping[str, KbEntry]) -> list[str]:
     """The KBs whose manifest names the channel the question comes from (or, in the assistant pane, the
-    channel the user is looking at): routing searches them first."""
+    channel the user is looking at): routing searches them first. The caller keeps only those the origin may
+    read, so a channel in view changes the order, never the scope."""
     channel = origin.context_channel if origin.surface == origin.surface.ASSISTANT else origin.channel
     if channel is None:
         return []

@@ -41,6 +41,7 @@ class FakeSlack:
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._clock = itertools.count(1)
+        self.methods_seen: set[str] = set()  # every Web API method called, across resets (the scope check)
         self.reset()
         self._server = _Server(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -166,6 +167,7 @@ class FakeSlack:
 
     def api(self, method: str, params: dict, token: str | None) -> tuple[int, dict, dict]:
         self._record(method, params, token)
+        self.methods_seen.add(method)
         with self._lock:
             stalled, released = method in self.stalled, self._unstalled
         if stalled:
@@ -285,6 +287,20 @@ class FakeSlack:
         return {"channel": p["channel"], "ts": p["ts"], "message": message}
 
     def m_assistant_threads_setStatus(self, p: dict) -> dict:
+        return {}
+
+    def m_assistant_threads_setSuggestedPrompts(self, p: dict) -> dict:
+        prompts = p.get("prompts")
+        prompts = json.loads(prompts) if isinstance(prompts, str) else prompts
+        if not isinstance(prompts, list) or not 1 <= len(prompts) <= 4:
+            raise LookupError("invalid_arguments")  # Slack: one to four prompts
+        if any(not (pr.get("title") and pr.get("message")) for pr in prompts):
+            raise LookupError("invalid_arguments")
+        return {}
+
+    def m_assistant_threads_setTitle(self, p: dict) -> dict:
+        if not p.get("title"):
+            raise LookupError("invalid_arguments")
         return {}
 
     def m_reactions_add(self, p: dict) -> dict:
