@@ -26,6 +26,8 @@ METHOD_SCOPES: dict[str, frozenset[str]] = {
     "conversations.members": frozenset({"channels:read", "groups:read"}),
     "files.info": frozenset({"files:read"}),
     "views.open": frozenset(),  # needs a trigger_id, no scope
+    "views.publish": frozenset(),  # the Home tab, no scope
+    "users.info": frozenset({"users:read"}),  # the uploader's name in Sources
 }
 
 # Bolt's listener utilities kbbot calls, and the Web API methods behind them.
