@@ -1,11 +1,13 @@
 """The application layer: one façade (`KnowledgeBot`), where requests come from (`Origin`), and the rules."""
 
 from bot.core.bot import KnowledgeBot
-from bot.core.errors import USER_ERRORS, AccessDenied, EmptyQuestion, KnowledgeBaseError, NotFound
+from bot.core.errors import USER_ERRORS, AccessDenied, EmptyQuestion, KnowledgeBaseError, NotAllowedHere, NotFound
 from bot.core.models import (
     SUPPORTED_SUFFIXES,
     Answer,
     AskResult,
+    ChannelKb,
+    ChannelView,
     Citation,
     DocView,
     IngestReport,
@@ -22,6 +24,8 @@ __all__ = [
     "AccessDenied",
     "Answer",
     "AskResult",
+    "ChannelKb",
+    "ChannelView",
     "Citation",
     "DocView",
     "EmptyQuestion",
@@ -29,6 +33,7 @@ __all__ = [
     "KbView",
     "KnowledgeBaseError",
     "KnowledgeBot",
+    "NotAllowedHere",
     "NotFound",
     "Origin",
     "Surface",
