@@ -39,6 +39,19 @@ def test_manifest_bot_scopes_cover_the_api_methods_used():
         "im:history",  # message events, conversations.replies/history
         "channels:read",
         "groups:read",  # conversations.members for restricted KBs
+        "users:read",  # users.info: speakers' names in a thread saved to a KB
     }
     assert needed <= scopes
     assert not {s for s in scopes if s.endswith(":write") and s not in {"chat:write", "reactions:write", "im:write"}}
+
+
+def test_manifest_declares_the_message_shortcuts_the_bot_listens_for():
+    from bot.slack.shortcut_views import ASK_SHORTCUT_ID, SAVE_SHORTCUT_ID
+
+    shortcuts = {s["callback_id"]: s for s in manifest()["features"]["shortcuts"]}
+    assert set(shortcuts) == {ASK_SHORTCUT_ID, SAVE_SHORTCUT_ID}
+    for shortcut in shortcuts.values():
+        assert shortcut["type"] == "message"
+        assert len(shortcut["name"]) <= 24 and len(shortcut["description"]) <= 80  # Slack's limits
+    assert "commands" in manifest()["oauth_config"]["scopes"]["bot"]  # shortcuts need it, as /kb does
+    assert "channel" in manifest()["features"]["slash_commands"][0]["usage_hint"]
