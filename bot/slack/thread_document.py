@@ -39,10 +39,17 @@ def document_name(channel: str, thread_ts: str) -> str:
     return f"slack-thread-{_ID_CHARS.sub('', channel)}-{_ID_CHARS.sub('-', thread_ts)}.md"
 
 
+def _seconds(ts: object) -> float:
+    try:
+        return float(str(ts))
+    except (TypeError, ValueError):
+        return 0.0
+
+
 def _when(ts: object) -> datetime:
     try:
-        return datetime.fromtimestamp(float(str(ts)), tz=UTC)
-    except (TypeError, ValueError, OverflowError, OSError):
+        return datetime.fromtimestamp(_seconds(ts), tz=UTC)
+    except (OverflowError, OSError, ValueError):
         return datetime.fromtimestamp(0, tz=UTC)
 
 
@@ -81,7 +88,7 @@ def thread_messages(
     replies: list[dict], name_of: Callable[[str], str], own_bot_id: str | None, own_user_id: str | None
 ) -> list[ThreadMessage]:
     kept = []
-    for message in sorted(replies, key=lambda m: float(m.get("ts") or 0)):
+    for message in sorted(replies, key=lambda m: _seconds(m.get("ts"))):
         if not is_kept(message, own_bot_id, own_user_id):
             continue
         text = _text_of(message)
@@ -94,7 +101,8 @@ def thread_messages(
 
 
 def render_document(title: str, channel: str, messages: list[ThreadMessage], permalink: str | None) -> bytes:
-    """Markdown: the title, where it came from, then one paragraph per message (speaker, date, text)."""
+    """Markdown: the title, where it came from, then one paragraph per message (speaker, date, text). The
+    permalink is also the document's source link (what citations show); here it is for readers of the text."""
     title = " ".join(sanitize(title).split()) or "Slack thread"
     started = messages[0].at.strftime("%Y-%m-%d") if messages else "unknown date"
     lines = [f"# {title}", "", f"A Slack conversation in channel {channel}, started {started}."]
