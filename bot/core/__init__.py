@@ -2,6 +2,7 @@
 
 from bot.core.bot import KnowledgeBot
 from bot.core.errors import USER_ERRORS, AccessDenied, EmptyQuestion, KnowledgeBaseError, NotAllowedHere, NotFound
+from bot.core.gaps import FEEDBACK_REASONS, Gap, GapsReport
 from bot.core.models import (
     SUPPORTED_SUFFIXES,
     Answer,
@@ -10,6 +11,8 @@ from bot.core.models import (
     ChannelView,
     Citation,
     DocView,
+    EvidenceNote,
+    HomeView,
     IngestReport,
     KbView,
     Turn,
@@ -17,18 +20,25 @@ from bot.core.models import (
     shorten,
 )
 from bot.core.origin import Origin, Surface
+from bot.core.traces import AnswerTrace, TracedRound
 
 __all__ = [
+    "FEEDBACK_REASONS",
     "SUPPORTED_SUFFIXES",
     "USER_ERRORS",
     "AccessDenied",
     "Answer",
+    "AnswerTrace",
     "AskResult",
     "ChannelKb",
     "ChannelView",
     "Citation",
     "DocView",
     "EmptyQuestion",
+    "EvidenceNote",
+    "Gap",
+    "GapsReport",
+    "HomeView",
     "IngestReport",
     "KbView",
     "KnowledgeBaseError",
@@ -37,6 +47,7 @@ __all__ = [
     "NotFound",
     "Origin",
     "Surface",
+    "TracedRound",
     "Turn",
     "Upload",
     "shorten",

@@ -6,6 +6,10 @@ never a file read on the spot. Everything fails closed:
 - a restricted KB is readable only in its `allowed_channels`, and in a DM (or the assistant pane) only by a
   member of one of them; when membership cannot be looked up, nobody gets it there;
 - uploads and deletes: the KB's `uploaders` and the admins (KBBOT_ADMIN_USERS), and the command line;
+- how an answer was found (its trace): only for someone who may read, where they are, every KB it names;
+  and the trace of an answer given in a DM (or the assistant pane) only to the person it was given to.
+- knowledge gaps (refused questions, 👎 answers) of a KB: those who may both read and change it; a gap
+  that also concerns another KB is shown only to someone who may read every KB it concerns.
 - which KBs a channel searches first (`/kb channel add|remove`): that KB's uploaders and the admins, and only
   where the KB may be read; auto-reply in a channel: the admins.
 """
@@ -42,9 +46,27 @@ def may_read(origin: Origin, entry: KbEntry, member_of: frozenset[str] = frozens
     if not manifest.restricted:
         return True
     allowed = set(manifest.allowed_channels)
-    if origin.private:  # a DM is a DM, whatever its channel id says
+    if origin.private:
+        # A DM is a DM, whatever its channel id says; in the assistant pane the channel the user is looking at
+        # (`context_channel`) grants nothing either: only the user's own memberships open a restricted KB.
         return bool(member_of & allowed)
     return origin.channel in allowed
+
+
+def may_see_trace(
+    origin: Origin,
+    asked_in: Origin,
+    kbs: Iterable[str],
+    entries: Mapping[str, KbEntry],
+    member_of: frozenset[str] = frozenset(),
+) -> bool:
+    """May this origin see how an answer (given at `asked_in`) was found, a trace naming `kbs`? A KB with no
+    known rules now (deleted, never declared) cannot be judged, so a trace naming one is refused."""
+    if origin.trusted:
+        return True
+    if asked_in.private and (not origin.user or origin.user != asked_in.user):
+        return False
+    return all(kb in entries and may_read(origin, entries[kb], member_of) for kb in kbs)
 
 
 def is_admin(origin: Origin, admins: frozenset[str]) -> bool:
@@ -58,6 +80,20 @@ def may_change(origin: Origin, entry: KbEntry, admins: frozenset[str]) -> bool:
     if entry.manifest is None:  # no known rules: the command line only, admins included
         return False
     return is_admin(origin, admins) or (bool(origin.user) and origin.user in entry.manifest.uploaders)
+
+
+def may_see_gaps(
+    origin: Origin, entry: KbEntry, admins: frozenset[str], member_of: frozenset[str] = frozenset()
+) -> bool:
+    """May this origin see the questions this KB failed (its uploaders and admins, where they may read it)?"""
+    return may_read(origin, entry, member_of) and may_change(origin, entry, admins)
+
+
+def may_see_gap_of(scope: Iterable[str], readable: Iterable[str]) -> bool:
+    """A refused or 👎 question concerns every KB in `scope`: its text is shown only to someone who may read
+    them all (a question asked where a restricted KB was searched stays with that KB's readers)."""
+    kbs = set(scope)
+    return bool(kbs) and kbs <= set(readable)
 
 
 def search_channel(origin: Origin) -> str | None:
