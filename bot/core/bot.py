@@ -532,6 +532,18 @@ class KnowledgeBot:
             kb, [(u.name, u.data, u.source_url) for u in uploads], uploaded_by=None if origin.trusted else origin.user
         )
 
+    def save_conversation(self, origin: Origin, kb: str, upload: Upload, public: bool) -> IngestReport:
+        """Keep a conversation of the origin's channel (a Slack thread) as a document of `kb`, if its readers
+        could read that KB there (`permissions.may_keep_conversation`); `public`: the conversation is known
+        to be public."""
+        entry = self._entry_to_change(origin, kb)
+        if not permissions.may_keep_conversation(entry, origin.channel or "", public):
+            raise NotAllowedHere(
+                f"a private conversation can only be saved into a restricted knowledge base readable in that "
+                f"channel alone, and {kb!r} is not one"
+            )
+        return self.upload(origin, kb, [upload])
+
     def ingest_paths(self, origin: Origin, kb: str, paths: Sequence[Path], progress: bool = False) -> IngestReport:
         self._entry_to_change(origin, kb)
         return self.service.ingest(kb, list(paths), progress=progress)

@@ -12,6 +12,9 @@ never a file read on the spot. Everything fails closed:
   that also concerns another KB is shown only to someone who may read every KB it concerns.
 - which KBs a channel searches first (`/kb channel add|remove`): that KB's uploaders and the admins, and only
   where the KB may be read; auto-reply in a channel: the admins.
+- a saved Slack conversation goes only where its readers could already read it: a public channel's thread into
+  any KB its saver may change; a private channel's only into a restricted KB readable in that channel alone;
+  a DM's or group DM's nowhere. When it is not known whether the conversation is public, it counts as private.
 """
 
 from __future__ import annotations
@@ -139,3 +142,12 @@ def may_be_searched_in(channel: str, entry: KbEntry) -> bool:
 def may_set_up_channels(origin: Origin, admins: frozenset[str]) -> bool:
     """May this origin turn a channel's auto-reply on or off (kbbot's admins only)?"""
     return is_admin(origin, admins)
+
+
+def may_keep_conversation(entry: KbEntry, channel: str, public: bool) -> bool:
+    """May a thread of `channel` become a document of this KB? A KB answers everyone who may read it, so a
+    private conversation may only go into a KB that nobody outside that channel can read."""
+    if public:
+        return True
+    manifest = entry.manifest
+    return manifest is not None and manifest.restricted and tuple(manifest.allowed_channels) == (channel,)

@@ -77,3 +77,12 @@ def test_silent_refusals_are_not_recorded(kbbot):
     answered = kbbot.ask(origin, "How many vacation days do full-time staff get per year?", silent_refusals=True)
     assert answered.answer.status == "answered" and answered.answer_id is not None
     assert [r["answer_id"] for r in kbbot.records.answers_in("C0QUIET001", "1.000001")] == [answered.answer_id]
+
+
+def test_a_private_conversation_is_kept_only_in_a_kb_restricted_to_its_channel(kbbot):
+    entries = kbbot.service.catalog()
+    finance, people = entries["finance"], entries["people"]
+    assert permissions.may_keep_conversation(people, "C0PEOPLE01", public=True)
+    assert not permissions.may_keep_conversation(people, "C0PEOPLE01", public=False)
+    assert permissions.may_keep_conversation(finance, "C0FINANCE1", public=False)
+    assert not permissions.may_keep_conversation(finance, "C0OTHER001", public=False)

@@ -92,6 +92,7 @@ class FakeSlack:
             self._unstalled = threading.Event()
             self.downloads: list[tuple[str, str | None]] = []  # (path, authorization header)
             self.home_views: dict[str, dict] = {}  # user -> the Home tab view last published for them
+            self.private_channels: set[str] = set()  # conversations.info says is_private for these
 
     # --- state helpers for tests -------------------------------------------------------------
 
@@ -331,6 +332,12 @@ class FakeSlack:
         if p["channel"] not in self.members:
             raise LookupError("channel_not_found")
         return {"members": list(self.members[p["channel"]]), "response_metadata": {"next_cursor": ""}}
+
+    def m_conversations_info(self, p: dict) -> dict:
+        channel = p["channel"]
+        if channel.startswith("D"):
+            return {"channel": {"id": channel, "is_im": True, "is_private": True}}
+        return {"channel": {"id": channel, "is_channel": True, "is_private": channel in self.private_channels}}
 
     def m_users_conversations(self, p: dict) -> dict:
         user = p.get("user")

@@ -222,3 +222,33 @@ def test_saving_needs_a_title(bot, title):
     }
     response = bot.send.view_submission(modal, HR_LEAD, values)
     assert response.json()["errors"] == {TITLE_BLOCK: "Give the document a title."}
+
+
+# --- A saved conversation stays with its readers ---------------------------------------------------------
+
+PRIVATE = "C0PRIVATE1"
+
+
+@pytest.mark.parametrize("lookup", ["private", "unknown"])
+def test_a_private_channels_thread_is_not_saved_into_a_kb_others_can_read(bot, lookup):
+    """A public KB answers everyone: a private channel's thread (or one Slack cannot say is public) stays out."""
+    if lookup == "private":
+        bot.fake.private_channels.add(PRIVATE)
+    else:
+        bot.fake.errors["conversations.info"] = "missing_scope"
+    parent = bot.fake.add_message(PRIVATE, EMPLOYEE, "Our reorg plan: the Berlin team merges into Lisbon in May.")
+    save(bot, HR_LEAD, PRIVATE, parent, "people", "Reorg")
+    report = bot.fake.wait_for(lambda: bot.fake.calls_of("chat.postEphemeral"), timeout=60, what="save report")[0]
+    assert [c.params["channel"] for c in bot.fake.calls_of("conversations.info")] == [PRIVATE]
+    assert "refused" in report.params["text"] and "private conversation" in report.params["text"]
+    assert document_name(PRIVATE, parent["ts"]) not in {
+        d.name for view in bot.kbbot.visible_kbs(Origin.cli()) for d in view.documents
+    }
+
+
+def test_a_private_channels_thread_may_go_into_a_kb_restricted_to_that_channel(bot):
+    bot.fake.private_channels.add(FINANCE)
+    parent = bot.fake.add_message(FINANCE, CFO, "Board decision: the Q3 hiring freeze ends on 1 October.")
+    save(bot, CFO, FINANCE, parent, "finance", "Hiring freeze")
+    report = bot.fake.wait_for(lambda: bot.fake.calls_of("chat.postEphemeral"), timeout=60, what="save report")[0]
+    assert f"`{document_name(FINANCE, parent['ts'])}` — ready" in report.params["text"]

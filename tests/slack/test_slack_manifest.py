@@ -24,6 +24,7 @@ METHOD_SCOPES: dict[str, frozenset[str]] = {
     "conversations.replies": frozenset({"channels:history", "groups:history", "im:history", "mpim:history"}),
     "conversations.history": frozenset({"channels:history", "groups:history", "im:history", "mpim:history"}),
     "conversations.members": frozenset({"channels:read", "groups:read"}),
+    "conversations.info": frozenset({"channels:read", "groups:read", "im:read"}),
     "files.info": frozenset({"files:read"}),
     "views.open": frozenset(),  # needs a trigger_id, no scope
     "views.publish": frozenset(),  # the Home tab, no scope

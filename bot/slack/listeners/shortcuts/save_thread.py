@@ -110,6 +110,16 @@ def handle_save_submission(deps: SlackDeps, ack: Ack, body: dict, view: dict, cl
         fire_and_forget(deps.side, tell, client, user, channel, BUSY)
 
 
+def is_public(client: WebClient, channel: str) -> bool:
+    """Whether Slack says this is a public channel; when it cannot say, the conversation counts as private."""
+    try:
+        info = client.conversations_info(channel=channel).get("channel") or {}
+    except Exception as exc:
+        log.warning("conversations.info %s failed (%s); the thread counts as private", channel, slack_error(exc))
+        return False
+    return bool(info.get("is_channel")) and info.get("is_private") is False and not info.get("is_mpim")
+
+
 def save_thread(
     deps: SlackDeps,
     client: WebClient,
@@ -142,7 +152,9 @@ def save_thread(
         log.warning("chat.getPermalink %s/%s failed: %s", channel, thread_ts, slack_error(exc))
     document = render_document(title, channel, messages, permalink)
     try:
-        report = deps.bot.upload(origin, kb, [Upload(name, document, permalink)])
+        report = deps.bot.save_conversation(
+            origin, kb, Upload(name, document, permalink), public=is_public(client, channel)
+        )
         results = [FileResult(d.document, d.status, d.chunks, d.error) for d in report.documents]
     except USER_ERRORS as exc:
         status = "refused" if isinstance(exc, AccessDenied | NotFound) else "failed"
