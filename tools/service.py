@@ -61,6 +61,7 @@ class KbSummary:
     embedding_model: str | None
     visibility: str | None = None  # None: no access rules known (usable from the command line only)
     problem: str | None = None
+    channels: tuple[str, ...] = ()  # the channels that search it first
 
     def to_json(self) -> dict:
         return self.__dict__.copy()
@@ -248,6 +249,7 @@ class KnowledgeService:
                     record.embedding_model if record else None,
                     entry.manifest.visibility if entry.manifest else None,
                     entry.problem or entry.model_problem,
+                    entry.manifest.channels if entry.manifest else (),
                 )
             )
         return summaries
@@ -264,14 +266,19 @@ class KnowledgeService:
         self.open_kb(kb)
         return self.ingestor.ingest_paths(kb, paths, progress=progress)
 
-    def ingest_bytes(self, kb: str, name: str, data: bytes, source_url: str | None = None) -> IngestReport:
+    def ingest_bytes(
+        self, kb: str, name: str, data: bytes, source_url: str | None = None, uploaded_by: str | None = None
+    ) -> IngestReport:
         self.open_kb(kb)
-        return self.ingestor.ingest_bytes(kb, name, data, source_url)
+        return self.ingestor.ingest_bytes(kb, name, data, source_url, uploaded_by)
 
-    def ingest_uploads(self, kb: str, uploads: list[tuple[str, bytes, str | None]]) -> IngestReport:
-        """Several uploads as one batch (name, data, source_url): a name used twice is refused for both."""
+    def ingest_uploads(
+        self, kb: str, uploads: list[tuple[str, bytes, str | None]], uploaded_by: str | None = None
+    ) -> IngestReport:
+        """Several uploads as one batch (name, data, source_url): a name used twice is refused for both;
+        `uploaded_by` (a Slack user id) is stored with each document that goes live."""
         self.open_kb(kb)
-        return self.ingestor.ingest_uploads(kb, uploads)
+        return self.ingestor.ingest_uploads(kb, uploads, uploaded_by)
 
     def sync(self, progress: bool = False, keep_missing: bool = False) -> list[IngestReport]:
         """Ingest every declared KB's docs/ folder; unchanged files cost nothing.

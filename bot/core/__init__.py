@@ -1,13 +1,18 @@
 """The application layer: one façade (`KnowledgeBot`), where requests come from (`Origin`), and the rules."""
 
 from bot.core.bot import KnowledgeBot
-from bot.core.errors import USER_ERRORS, AccessDenied, EmptyQuestion, KnowledgeBaseError, NotFound
+from bot.core.errors import USER_ERRORS, AccessDenied, EmptyQuestion, KnowledgeBaseError, NotAllowedHere, NotFound
+from bot.core.gaps import FEEDBACK_REASONS, Gap, GapsReport
 from bot.core.models import (
     SUPPORTED_SUFFIXES,
     Answer,
     AskResult,
+    ChannelKb,
+    ChannelView,
     Citation,
     DocView,
+    EvidenceNote,
+    HomeView,
     IngestReport,
     KbView,
     Turn,
@@ -15,23 +20,34 @@ from bot.core.models import (
     shorten,
 )
 from bot.core.origin import Origin, Surface
+from bot.core.traces import AnswerTrace, TracedRound
 
 __all__ = [
+    "FEEDBACK_REASONS",
     "SUPPORTED_SUFFIXES",
     "USER_ERRORS",
     "AccessDenied",
     "Answer",
+    "AnswerTrace",
     "AskResult",
+    "ChannelKb",
+    "ChannelView",
     "Citation",
     "DocView",
     "EmptyQuestion",
+    "EvidenceNote",
+    "Gap",
+    "GapsReport",
+    "HomeView",
     "IngestReport",
     "KbView",
     "KnowledgeBaseError",
     "KnowledgeBot",
+    "NotAllowedHere",
     "NotFound",
     "Origin",
     "Surface",
+    "TracedRound",
     "Turn",
     "Upload",
     "shorten",

@@ -15,12 +15,12 @@ from slack_sdk import WebClient
 
 from bot.slack.conversation import (
     Question,
-    StatusReporter,
     answer_question,
     fetch_replies,
     post_quietly,
     say_busy,
     slack_error,
+    status_for,
 )
 from bot.slack.deps import SlackDeps
 from bot.slack.markup import clean_text
@@ -51,11 +51,14 @@ def resume_held(deps: SlackDeps, client: WebClient, max_age_s: float = MAX_AGE_S
             deps.ledger.release(key)  # answered before the restart; only the release was lost
             continue
         if time.time() - claimed_at > max_age_s:
+            if question.quiet:  # nobody asked kbbot (auto-reply): a late note would be noise
+                deps.ledger.release(key)
+                continue
             post_quietly(client, question.channel, question.reply_ts, TOO_LATE, question.reply_metadata)
             deps.ledger.release(key)
             continue
         question.replies = replies
-        status = StatusReporter(deps, client, question.channel, question.reply_ts)
+        status = status_for(deps, client, question)
         if deps.answers.submit(answer_question, deps, client, question, clean_text(question.text), status):
             queued += 1
         else:

@@ -125,6 +125,45 @@ class SlackSender:
     def dm(self, user: str, text: str, thread_ts: str | None = None, **extra) -> tuple[dict, Response]:
         return self.message(dm_channel(user), user, text, thread_ts=thread_ts, channel_type="im", **extra)
 
+    # --- the assistant pane -------------------------------------------------------------------
+
+    def pane_thread_started(self, user: str, context_channel: str | None = None) -> tuple[str, str, Response]:
+        """The user opens the assistant pane (looking at `context_channel`): Slack makes the thread's root in
+        the app's DM and sends assistant_thread_started. Returns (DM channel, thread_ts, response)."""
+        channel = dm_channel(user)
+        root = self.fake.add_message(channel, user, "", subtype="assistant_app_thread")
+        context = {"channel_id": context_channel, "team_id": TEAM, "enterprise_id": None} if context_channel else {}
+        event = {
+            "type": "assistant_thread_started",
+            "assistant_thread": {
+                "user_id": user,
+                "context": context,
+                "channel_id": channel,
+                "thread_ts": root["ts"],
+            },
+            "event_ts": self.fake.next_ts(),
+        }
+        return channel, root["ts"], self.event(event)
+
+    def pane_context_changed(self, user: str, thread_ts: str, context_channel: str) -> Response:
+        event = {
+            "type": "assistant_thread_context_changed",
+            "assistant_thread": {
+                "user_id": user,
+                "context": {"channel_id": context_channel, "team_id": TEAM, "enterprise_id": None},
+                "channel_id": dm_channel(user),
+                "thread_ts": thread_ts,
+            },
+            "event_ts": self.fake.next_ts(),
+        }
+        return self.event(event)
+
+    def pane_message(self, user: str, thread_ts: str, text: str, **extra) -> tuple[dict, Response]:
+        """A message the user types in a pane thread (a threaded DM message, as Slack sends it)."""
+        return self.message(
+            dm_channel(user), user, text, thread_ts=thread_ts, channel_type="im", parent_user_id=BOT_USER, **extra
+        )
+
     # --- slash commands and interactivity -----------------------------------------------------
 
     def command(self, text: str, user: str, channel: str) -> tuple[Response, str, str]:
@@ -147,6 +186,45 @@ class SlackSender:
 
     def interaction(self, payload: dict) -> Response:
         return self.post(urlencode({"payload": json.dumps(payload)}), "application/x-www-form-urlencoded")
+
+    def message_shortcut(self, callback_id: str, user: str, channel: str, message: dict) -> tuple[Response, str, str]:
+        """A person picks a message shortcut from a message's menu (Slack's `message_action` payload)."""
+        response_id, trigger_id = unique("R"), unique("trig.")
+        payload = {
+            "type": "message_action",
+            "token": "legacy",
+            "action_ts": str(time.time()),
+            "team": {"id": TEAM, "domain": "lumen"},
+            "user": {"id": user, "name": user.lower(), "team_id": TEAM},
+            "channel": {"id": channel, "name": "x"},
+            "is_enterprise_install": False,
+            "callback_id": callback_id,
+            "trigger_id": trigger_id,
+            "response_url": f"{self.fake.base}/response/{response_id}",
+            "message_ts": message["ts"],
+            "message": {k: v for k, v in message.items() if k in ("type", "user", "text", "ts", "thread_ts", "bot_id")},
+        }
+        return self.interaction(payload), response_id, trigger_id
+
+    def view_submission(self, view: dict, user: str, values: dict) -> Response:
+        """A person submits a modal kbbot opened (`view` as views.open received it) with these input values."""
+        return self.interaction(
+            {
+                "type": "view_submission",
+                "team": {"id": TEAM},
+                "user": {"id": user, "team_id": TEAM},
+                "api_app_id": APP_ID,
+                "trigger_id": unique("trig."),
+                "view": {
+                    "id": view.get("id", "V1"),
+                    "type": "modal",
+                    "callback_id": view["callback_id"],
+                    "private_metadata": view.get("private_metadata", ""),
+                    "team_id": TEAM,
+                    "state": {"values": values},
+                },
+            }
+        )
 
     def responses(self, response_id: str) -> list[dict]:
         return [c.params for c in self.fake.calls_of("response_url") if c.params.get("id") == response_id]

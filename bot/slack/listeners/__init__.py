@@ -3,11 +3,13 @@
 from slack_bolt import App
 
 from bot.slack.deps import SlackDeps
-from bot.slack.listeners import actions, commands, events, views
+from bot.slack.listeners import actions, assistant, commands, events, shortcuts, views
 
 
 def register_listeners(app: App, deps: SlackDeps) -> None:
+    assistant.register(app, deps)  # middleware: pane threads are taken before the `message` listener sees them
     events.register(app, deps)
     commands.register(app, deps)
     views.register(app, deps)
     actions.register(app, deps)
+    shortcuts.register(app, deps)
