@@ -45,10 +45,10 @@ TABLE_COSINE = 0.30
 TABLE_COVERAGE = 0.75
 # One answer unit (sentence, list item, table row) of the best chunks, by its own vector (saved at ingest):
 UNIT_CHUNKS = 5
-UNIT_COSINE = 0.55  # a sentence this close to the question ...
-UNIT_COVERAGE = 0.6  # ... naming this share of its terms answers it
+UNIT_COSINE = 0.45  # a sentence this close to the question ...
+UNIT_COVERAGE = 0.4  # ... naming this share of its terms answers it
 TYPED_UNIT_COSINE = 0.45  # one of the kind of fact asked for (a number, a duration, a date) ...
-TYPED_UNIT_COVERAGE = 0.5  # ... naming this share of its terms
+TYPED_UNIT_COVERAGE = 0.25  # ... naming this share of its terms
 MAX_QUESTION_TERMS = 20  # longer queries are descriptions, not questions about a named thing
 # Chinese questions, judged on words (MiniLM's cosine does not separate Chinese texts):
 CJK_COVERAGE = 0.75  # of the question's words in one of the best chunks
@@ -254,7 +254,8 @@ _QUESTION = re.compile(
 )
 # A thing named in lower case by what it is: "the lisbon office", "a premium plan", "office in lisbon".
 _NAMED_THING = re.compile(
-    r"\b([a-z][a-z-]+)\s+(plan|tier|office|edition|package|subscription|branch|campus)s?\b"
+    r"\b(?:the|a|an|our|my|your|their|on|per|which|what)\s+([a-z][a-z-]+)\s+(plan|tier|office|edition|package|"
+    r"subscription|branch|campus)s?\b"
     r"|\b(office|branch|campus|team)s?\s+(?:in|at)\s+([a-z][a-z-]+)\b"
 )
 
@@ -276,6 +277,7 @@ def near_misses(query: str, evidence: Sequence[Evidence]) -> list[str]:
         terms = [content_terms(text) for text in texts]
         # (as written, give or take punctuation: "401k" is "401(k)"; "50k" is an amount, not a name)
         named = [n for n in identifiers(query) if not _AMOUNT.match(n)]
+        named += [m.group(0) for m in _RANKED.finditer(query)] + _COMPOUND.findall(query)
         absent = [n for n in named if not any(mentions(text, n) for text in texts)]
         for name in specific_terms(query):
             named = [k for k in keyword_terms(name) if len(k) > 1]
@@ -294,6 +296,13 @@ def near_misses(query: str, evidence: Sequence[Evidence]) -> list[str]:
     return absent
 
 
+# A rank or grade of a thing ("tier 4", "level 5", "series E", "phase 2"): as named as a code is.
+_RANKED = re.compile(
+    r"\b(?:tier|level|sev|severity|phase|grade|band|stage|priority|step)\s*\d+\b|\b(?:series|round|class)\s+[a-z]\b",
+    re.I,
+)
+# A name of three or more hyphenated parts ("dispatch-db-staging"), as hosts and services are named.
+_COMPOUND = re.compile(r"(?<![\w-])[a-z][a-z0-9]*(?:-[a-z0-9]+){2,}(?![\w-])", re.I)
 _AMOUNT = re.compile(r"^\d+(?:[.,]\d+)?(?:k|m|bn|mm)$", re.I)
 _HEADS = "plan|tier|office|edition|package|subscription|branch|campus|team|policy|level"
 _NAMED_BY_HEAD = re.compile(rf"(?<!^)\b((?:[A-Z][\w-]*\s+)+)(?:{_HEADS})s?\b")
