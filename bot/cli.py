@@ -77,6 +77,8 @@ def cmd_kb_list(args: argparse.Namespace, settings: Settings) -> int:
         print(
             f"{s.name}: {s.ready_documents}/{s.documents} documents ready, {s.chunks} chunks{access} — {s.description}"
         )
+        if s.channels:
+            print(f"  searched first in: {', '.join(s.channels)}")
         if s.problem:
             print(f"  ! {s.problem}")
     return EXIT_OK

@@ -57,11 +57,14 @@ def test_kb_list_json_contract(sample_settings: Settings, run_cli) -> None:
             "embedding_model",
             "visibility",
             "problem",
+            "channels",
         }
         assert kb["embedding_model"] == "sentence-transformers/all-MiniLM-L6-v2"
         assert kb["documents"] == kb["ready_documents"] >= 4 and kb["chunks"] > kb["documents"]
     human = run_cli(sample_settings, "kb", "list")
     assert human.code == 0 and re.search(r"^people: \d+/\d+ documents ready, \d+ chunks — HR", human.out, re.M)
+    assert {kb["name"]: kb["channels"] for kb in listed}["people"] == ["C0PEOPLE01"]  # its kb.toml's
+    assert "  searched first in: C0PEOPLE01" in human.out
 
 
 def test_second_sync_reports_zero_embeddings_without_loading_the_model(sample_settings: Settings) -> None:

@@ -61,6 +61,7 @@ class KbSummary:
     embedding_model: str | None
     visibility: str | None = None  # None: no access rules known (usable from the command line only)
     problem: str | None = None
+    channels: tuple[str, ...] = ()  # the channels that search it first
 
     def to_json(self) -> dict:
         return self.__dict__.copy()
@@ -248,6 +249,7 @@ class KnowledgeService:
                     record.embedding_model if record else None,
                     entry.manifest.visibility if entry.manifest else None,
                     entry.problem or entry.model_problem,
+                    entry.manifest.channels if entry.manifest else (),
                 )
             )
         return summaries

@@ -1,12 +1,14 @@
 """The application layer: one façade (`KnowledgeBot`), where requests come from (`Origin`), and the rules."""
 
 from bot.core.bot import KnowledgeBot
-from bot.core.errors import USER_ERRORS, AccessDenied, EmptyQuestion, KnowledgeBaseError, NotFound
+from bot.core.errors import USER_ERRORS, AccessDenied, EmptyQuestion, KnowledgeBaseError, NotAllowedHere, NotFound
 from bot.core.gaps import FEEDBACK_REASONS, Gap, GapsReport
 from bot.core.models import (
     SUPPORTED_SUFFIXES,
     Answer,
     AskResult,
+    ChannelKb,
+    ChannelView,
     Citation,
     DocView,
     EvidenceNote,
@@ -28,6 +30,8 @@ __all__ = [
     "Answer",
     "AnswerTrace",
     "AskResult",
+    "ChannelKb",
+    "ChannelView",
     "Citation",
     "DocView",
     "EmptyQuestion",
@@ -39,6 +43,7 @@ __all__ = [
     "KbView",
     "KnowledgeBaseError",
     "KnowledgeBot",
+    "NotAllowedHere",
     "NotFound",
     "Origin",
     "Surface",

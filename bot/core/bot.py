@@ -7,7 +7,9 @@ engine or the knowledge service. No surface reads the store, and no access rule 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -17,10 +19,11 @@ from typing import TYPE_CHECKING
 from bot.agent.models import Answer, KbTarget, Turn
 from bot.config import Settings
 from bot.core import permissions
-from bot.core.errors import AccessDenied, NotFound
+from bot.core.channel_setup import ChannelSetup
+from bot.core.errors import AccessDenied, NotAllowedHere, NotFound
 from bot.core.gaps import DEFAULT_DAYS, FEEDBACK_REASONS, MAX_DAYS, GapsReport, clean_comment, merge_gaps
-from bot.core.models import AskResult, Citation, DocView, HomeView, IngestReport, KbView, Upload
-from bot.core.origin import Origin
+from bot.core.models import AskResult, ChannelKb, ChannelView, Citation, DocView, HomeView, IngestReport, KbView, Upload
+from bot.core.origin import Origin, Surface
 from bot.core.permissions import MembershipLookup
 from bot.core.records import Records
 from bot.core.traces import AnswerTrace, BrokenRecord
@@ -60,6 +63,7 @@ class KnowledgeBot:
         self.admins = frozenset(settings.admin_user_ids)
         self.clock = clock  # wall time, for how old a cited document is
         self.records = Records(settings.data_dir.expanduser() / "records.sqlite3")  # opened on first use
+        self.channel_setup = ChannelSetup(settings.data_dir.expanduser() / "records.sqlite3")
         self._engine: AnswerEngine | None = None
         self._engine_lock = threading.Lock()
         self._signature: tuple | None = None
@@ -68,6 +72,7 @@ class KnowledgeBot:
 
     def close(self) -> None:
         self.records.close()
+        self.channel_setup.close()
         self.service.close()
 
     def __enter__(self) -> KnowledgeBot:
@@ -149,12 +154,13 @@ class KnowledgeBot:
             member_of = self._member_of(origin, entries)
         return [name for name, e in entries.items() if permissions.may_read(origin, e, member_of)]
 
-    @staticmethod
-    def _searched_first(origin: Origin, entries: dict[str, KbEntry], readable: Iterable[str]) -> list[str]:
-        """The origin's channel's own KBs (in the assistant pane: the channel the user is looking at), only
-        those it may read: a channel in view never adds a KB, it only says which to search first."""
+    def _searched_first(self, origin: Origin, entries: dict[str, KbEntry], readable: Iterable[str]) -> list[str]:
+        """The origin's channel's own KBs (in the assistant pane: the channel the user is looking at) — kb.toml's,
+        as changed with `/kb channel` — only those it may read: a channel in view never adds a KB, it only says
+        which to search first."""
         readable = set(readable)
-        return [name for name in permissions.searched_first(origin, entries) if name in readable]
+        changed_here = self._changes_in(permissions.search_channel(origin))
+        return [name for name in permissions.searched_first(origin, entries, changed_here) if name in readable]
 
     def _entry_to_change(self, origin: Origin, kb: str) -> KbEntry:
         """The KB, if this origin may change it. A KB it may not even see is reported as not existing."""
@@ -180,9 +186,11 @@ class KnowledgeBot:
         history: Sequence[Turn] = (),
         kb: str | None = None,
         on_status: Callable[[str], None] | None = None,
+        silent_refusals: bool = False,
     ) -> AskResult:
         """Answer from the KBs this origin may read (its channel's own first), record it where answers are
-        recorded. Raises EmptyQuestion for a question with no words."""
+        recorded. Raises EmptyQuestion for a question with no words. With `silent_refusals` (the surface shows
+        only answers, e.g. auto-reply) a refusal is not recorded: nobody saw it."""
         entries = self._snapshot()
         readable = self._readable(origin, entries)
         if kb is not None and kb not in readable and origin.trusted:
@@ -208,7 +216,8 @@ class KnowledgeBot:
         )
         answer.notes.extend(notes)
         self._add_trust_signals(answer)
-        answer_id = self.records.log_answer(origin, answer) if origin.recorded else None
+        shown = answer.status == "answered" or not silent_refusals
+        answer_id = self.records.log_answer(origin, answer) if origin.recorded and shown else None
         return AskResult(answer, answer_id)
 
     def _add_trust_signals(self, answer: Answer) -> None:
@@ -266,6 +275,7 @@ class KnowledgeBot:
         return self._kb_views(origin, entries, self._readable(origin, entries))
 
     def _kb_views(self, origin: Origin, entries: dict[str, KbEntry], readable: Sequence[str]) -> list[KbView]:
+        changes = self._changes_by_kb()
         views = []
         for name in readable:
             entry = entries[name]
@@ -292,7 +302,7 @@ class KnowledgeBot:
                     bool(manifest and manifest.restricted),
                     may_upload,
                     documents,
-                    manifest.channels if manifest else (),
+                    permissions.first_channels(entry, changes.get(name)),
                     note,
                 )
             )
@@ -357,8 +367,16 @@ class KnowledgeBot:
 
     def summaries(self, origin: Origin) -> list[KbSummary]:
         """Document and chunk counts per KB (`kbbot kb list`); works while another process owns the store."""
-        readable = set(self._readable(origin, self._snapshot()))
-        return [s for s in self.service.summaries() if s.name in readable]
+        entries = self._snapshot()
+        readable = set(self._readable(origin, entries))
+        changes = self._changes_by_kb()
+        return [
+            dataclasses.replace(s, channels=permissions.first_channels(entries[s.name], changes.get(s.name)))
+            if s.name in entries
+            else s
+            for s in self.service.summaries()
+            if s.name in readable
+        ]
 
     def answered_in(self, channel: str, thread_ts: str) -> bool:
         """Whether an answer of this bot was recorded in that Slack thread."""
@@ -388,6 +406,98 @@ class KnowledgeBot:
         self, origin: Origin, answer_id: str, value: str, message_ts: str | None = None, reason: str | None = None
     ) -> None:
         self.records.log_feedback(answer_id, value, origin, message_ts, reason)
+
+    # --- channels set up from Slack ----------------------------------------------------------
+
+    def _changes_in(self, channel: str | None) -> dict[str, bool]:
+        """KB → searched first, as changed from Slack in this channel. Unreadable: the kb.toml defaults (which
+        KBs come first is a preference; who may read them is decided elsewhere, from kb.toml alone)."""
+        if channel is None:
+            return {}
+        try:
+            return {c.kb: c.searched_first for c in self.channel_setup.changes(channel)}
+        except (sqlite3.Error, OSError) as exc:
+            log.warning("channel settings unreadable (%s); using the kb.toml channels", exc)
+            return {}
+
+    def _changes_by_kb(self) -> dict[str, dict[str, bool]]:
+        try:
+            changes = self.channel_setup.changes()
+        except (sqlite3.Error, OSError) as exc:
+            log.warning("channel settings unreadable (%s); using the kb.toml channels", exc)
+            return {}
+        by_kb: dict[str, dict[str, bool]] = {}
+        for change in changes:
+            by_kb.setdefault(change.kb, {})[change.channel] = change.searched_first
+        return by_kb
+
+    @staticmethod
+    def _channel_of(origin: Origin) -> str:
+        if origin.surface != Surface.CHANNEL or not origin.channel:
+            raise AccessDenied("a channel is set up from inside that channel")
+        return origin.channel
+
+    def channel_view(self, origin: Origin) -> ChannelView:
+        """Which KBs this channel searches first (only those readable here), and whether auto-reply is on."""
+        channel = self._channel_of(origin)
+        entries = self._snapshot()
+        readable = self._readable(origin, entries)
+        try:
+            changes = {c.kb: c for c in self.channel_setup.changes(channel)}
+        except (sqlite3.Error, OSError) as exc:
+            log.warning("channel settings unreadable (%s); using the kb.toml channels", exc)
+            changes = {}
+        first_names = permissions.searched_first(origin, entries, {k: c.searched_first for k, c in changes.items()})
+        first = tuple(
+            ChannelKb(
+                name,
+                bool(entries[name].manifest and channel in entries[name].manifest.channels),
+                changes[name].changed_by if name in changes else None,
+            )
+            for name in first_names
+            if name in readable
+        )
+        shown = {kb.name for kb in first}
+        return ChannelView(channel, first, tuple(n for n in readable if n not in shown), self.autoreply_in(channel))
+
+    def set_searched_first(self, origin: Origin, kb: str, searched_first: bool) -> bool:
+        """Put a KB first in (or take it out of) this channel's search: its uploaders and the admins, and only
+        where its kb.toml lets it be read. False when it already was (or was not) searched first here."""
+        channel = self._channel_of(origin)
+        entry = self._entry_to_change(origin, kb)
+        if searched_first and not permissions.may_be_searched_in(channel, entry):
+            raise NotAllowedHere(
+                f"{kb!r} is restricted to its allowed channels (set in its kb.toml), so it cannot be searched here"
+            )
+        entries = self._snapshot()
+        before = kb in permissions.searched_first(origin, entries, self._changes_in(channel))
+        if before == searched_first:
+            return False
+        try:
+            self.channel_setup.set_searched_first(channel, kb, searched_first, origin.user)
+        except (sqlite3.Error, OSError) as exc:
+            log.error("could not store the channel setting of %s: %s", channel, exc)
+            raise KnowledgeBaseError("the channel setting could not be saved") from None
+        return True
+
+    def autoreply_in(self, channel: str) -> bool:
+        """Whether kbbot answers top-level questions in this channel without a mention. Unreadable: no."""
+        try:
+            return self.channel_setup.autoreply(channel)
+        except (sqlite3.Error, OSError) as exc:
+            log.warning("channel settings unreadable (%s); no auto-reply in %s", exc, channel)
+            return False
+
+    def set_autoreply(self, origin: Origin, on: bool) -> None:
+        """Auto-reply on or off in this channel: kbbot's admins only."""
+        channel = self._channel_of(origin)
+        if not permissions.may_set_up_channels(origin, self.admins):
+            raise AccessDenied("only kbbot's admins (KBBOT_ADMIN_USERS) can turn auto-reply on or off")
+        try:
+            self.channel_setup.set_autoreply(channel, on, origin.user)
+        except (sqlite3.Error, OSError) as exc:
+            log.error("could not store the channel setting of %s: %s", channel, exc)
+            raise KnowledgeBaseError("the channel setting could not be saved") from None
 
     def record_feedback_reason(
         self,

@@ -20,7 +20,11 @@ class AccessDenied(KnowledgeBaseError):
         self.uploaders = uploaders
 
 
+class NotAllowedHere(AccessDenied):
+    """The KB's access rules (kb.toml) do not allow it where this change would put it."""
+
+
 # What a surface reports in one line (no traceback); anything else is a bug.
 USER_ERRORS: tuple[type[Exception], ...] = (KnowledgeBaseError, ManifestError, EmbeddingError, EmptyQuestion)
 
-__all__ = ["USER_ERRORS", "AccessDenied", "EmptyQuestion", "KnowledgeBaseError", "NotFound"]
+__all__ = ["USER_ERRORS", "AccessDenied", "EmptyQuestion", "NotAllowedHere", "KnowledgeBaseError", "NotFound"]

@@ -68,6 +68,25 @@ class HomeView:
 
 
 @dataclass(frozen=True)
+class ChannelKb:
+    """A KB a channel searches first, and why: its kb.toml names the channel, or someone added it from Slack."""
+
+    name: str
+    declared: bool
+    added_by: str | None = None
+
+
+@dataclass(frozen=True)
+class ChannelView:
+    """How one channel is set up, as a person in it may see it."""
+
+    channel: str
+    searched_first: tuple[ChannelKb, ...]
+    also_readable: tuple[str, ...]  # the other KBs that may be searched here
+    autoreply: bool
+
+
+@dataclass(frozen=True)
 class Upload:
     """One file to add: its name in the KB, its bytes, and where people can see it (a Slack permalink)."""
 
@@ -80,6 +99,8 @@ __all__ = [
     "SUPPORTED_SUFFIXES",
     "Answer",
     "AskResult",
+    "ChannelKb",
+    "ChannelView",
     "Citation",
     "DocView",
     "DocumentResult",

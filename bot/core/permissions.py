@@ -10,6 +10,8 @@ never a file read on the spot. Everything fails closed:
   and the trace of an answer given in a DM (or the assistant pane) only to the person it was given to.
 - knowledge gaps (refused questions, 👎 answers) of a KB: those who may both read and change it; a gap
   that also concerns another KB is shown only to someone who may read every KB it concerns.
+- which KBs a channel searches first (`/kb channel add|remove`): that KB's uploaders and the admins, and only
+  where the KB may be read; auto-reply in a channel: the admins.
 """
 
 from __future__ import annotations
@@ -94,11 +96,46 @@ def may_see_gap_of(scope: Iterable[str], readable: Iterable[str]) -> bool:
     return bool(kbs) and kbs <= set(readable)
 
 
-def searched_first(origin: Origin, entries: Mapping[str, KbEntry]) -> list[str]:
-    """The KBs whose manifest names the channel the question comes from (or, in the assistant pane, the
-    channel the user is looking at): routing searches them first. The caller keeps only those the origin may
-    read, so a channel in view changes the order, never the scope."""
-    channel = origin.context_channel if origin.surface == origin.surface.ASSISTANT else origin.channel
+def search_channel(origin: Origin) -> str | None:
+    """The channel whose searched-first KBs apply: where the question comes from, or in the assistant pane the
+    channel the user is looking at."""
+    return origin.context_channel if origin.surface == origin.surface.ASSISTANT else origin.channel
+
+
+def searched_first(
+    origin: Origin, entries: Mapping[str, KbEntry], changed_here: Mapping[str, bool] | None = None
+) -> list[str]:
+    """The KBs routing searches first for a question from this channel (or, in the assistant pane, the channel
+    the user is looking at): those whose kb.toml names the channel, as changed there from Slack
+    (`changed_here`: KB → searched first or not; a KB with no change follows its kb.toml). It says nothing
+    about access: the caller keeps only the KBs the origin may read."""
+    channel = search_channel(origin)
     if channel is None:
         return []
-    return [name for name, e in sorted(entries.items()) if e.manifest and channel in e.manifest.channels]
+    changed_here = changed_here or {}
+    return [
+        name
+        for name, e in sorted(entries.items())
+        if changed_here.get(name, bool(e.manifest and channel in e.manifest.channels))
+    ]
+
+
+def first_channels(entry: KbEntry, changes: Mapping[str, bool] | None = None) -> tuple[str, ...]:
+    """The channels that search this KB first: its kb.toml `channels`, as changed from Slack (`changes`:
+    channel → searched first or not)."""
+    changes = changes or {}
+    declared = entry.manifest.channels if entry.manifest else ()
+    kept = [c for c in declared if changes.get(c, True)]
+    added = sorted(c for c, first in changes.items() if first and c not in declared)
+    return (*kept, *added)
+
+
+def may_be_searched_in(channel: str, entry: KbEntry) -> bool:
+    """May this KB be put first in a channel's search (it must be readable there: restricted KBs only in their
+    allowed channels — the rules stay in kb.toml)."""
+    return may_read(Origin.slack_channel(channel, None), entry)
+
+
+def may_set_up_channels(origin: Origin, admins: frozenset[str]) -> bool:
+    """May this origin turn a channel's auto-reply on or off (kbbot's admins only)?"""
+    return is_admin(origin, admins)

@@ -9,6 +9,7 @@ lines capped, the rest summarised as "…and N more".
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -34,6 +35,8 @@ DESCRIPTION_CHARS = 200
 NOTE_CHARS = 300
 DOC_NAME_CHARS = 100
 DETAIL_CHARS = 80
+CHANNELS_SHOWN = 10
+_CHANNEL_ID = re.compile(r"^[CG][A-Z0-9]{2,20}$")
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,7 @@ class KbEntry:
     chunks: int
     docs: Sequence[DocEntry]
     note: str | None = None  # e.g. "declaration broken: … (last known access rules kept)", shown in italics
+    channels: Sequence[str] = ()  # the channels that search it first
 
 
 def _section(text: str) -> dict:
@@ -70,6 +74,11 @@ def _count(n: object) -> int:
     return n if isinstance(n, int) and n >= 0 else 0
 
 
+def channel_mention(channel: str) -> str:
+    """`<#C…>` for a real channel id (Slack shows its name; it notifies nobody), else inert text."""
+    return f"<#{channel}>" if _CHANNEL_ID.match(channel) else escape(shorten(channel, 30))
+
+
 def kb_head(kb: KbEntry) -> str:
     flags = " · :lock: restricted" if kb.restricted else ""
     flags += " · you can upload" if kb.may_upload else ""
@@ -80,6 +89,10 @@ def kb_head(kb: KbEntry) -> str:
     )
     if description := shorten(kb.description or "", DESCRIPTION_CHARS):
         head += f"\n{escape(description)}"
+    if kb.channels:
+        shown = [channel_mention(c) for c in list(kb.channels)[:CHANNELS_SHOWN]]
+        more = f" and {len(kb.channels) - CHANNELS_SHOWN} more" if len(kb.channels) > CHANNELS_SHOWN else ""
+        head += f"\nSearched first in {', '.join(shown)}{more}"
     if note := shorten(kb.note or "", NOTE_CHARS):
         head += f"\n_{escape(note)}_"
     return head

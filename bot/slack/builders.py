@@ -28,8 +28,14 @@ HELP = """*`/kb` — the knowledge-base bot*
 • `/kb list` — knowledge bases visible here, their documents and states
 • `/kb upload [kb]` — add documents (a form with a file picker; uploaders only)
 • `/kb delete <kb> <document>` — remove a document (uploaders only)
+• `/kb channel` — which knowledge bases this channel searches first; `/kb channel add|remove <kb>` changes it \
+(that KB's uploaders or admins)
+• `/kb channel autoreply on|off` — answer top-level questions here without a mention, only when the answer is \
+found (admins)
 • `/kb help` — this message
 You can also @mention me in a channel, DM me, or drop files into a DM with me and name the KB.
+On any message, the ⋮ menu has *Ask kbbot about this* (answered in its thread) \
+and *Save to a knowledge base* (the thread becomes a document; uploaders only).
 Under every answer, *How I found this* shows only you how it was found: the standalone query, the KBs
 considered, each round and its best passages. Sources say when each document was last updated and who
 uploaded it; :warning: marks one that may be outdated.

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from itertools import islice
+from typing import Literal, overload
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
@@ -59,7 +60,7 @@ class Question:
     thread_ts: str | None  # the thread the message is in, if any
     is_dm: bool
     team: str | None
-    surface: str  # "mention" | "dm" | "thread" | "assistant"
+    surface: str  # "mention" | "dm" | "thread" | "assistant" | "autoreply" | "shortcut" ("Ask kbbot about this")
     bot_user_id: str | None = None
     bot_id: str | None = None
     replies: list[dict] | None = None  # the thread, when already fetched
@@ -68,8 +69,16 @@ class Question:
 
     @property
     def key(self) -> str:
-        """What the delivery ledger claims: one answer per message."""
-        return f"message:{self.channel}:{self.ts}"
+        """What the delivery ledger claims: one answer per message (and one more when asked about it with the
+        shortcut — the message itself may have been a question answered, or silently not, before)."""
+        kind = "shortcut" if self.surface == "shortcut" else "message"
+        return f"{kind}:{self.channel}:{self.ts}"
+
+    @property
+    def quiet(self) -> bool:
+        """Nobody asked kbbot (auto-reply): it shows only an answer — no :eyes:, no status, no refusal, no
+        "busy"."""
+        return self.surface == "autoreply"
 
     def to_payload(self) -> dict:
         """What a restart needs to answer it (the thread is read again then)."""
@@ -132,10 +141,12 @@ def bot_in_thread(question: Question, replies: list[dict]) -> bool:
 
 
 def turns_from(question: Question, messages: list[dict]) -> list[Turn]:
-    """Messages before this one → turns, oldest first; other bots and system messages are skipped."""
+    """Messages before this one → turns, oldest first; other bots and system messages are skipped. Asked
+    about with the shortcut, the whole thread around the message is its history."""
     turns: list[Turn] = []
+    whole_thread = question.surface == "shortcut"
     for message in sorted(messages, key=lambda m: _ts(m.get("ts"))):
-        if _ts(message.get("ts")) >= _ts(question.ts):
+        if message.get("ts") == question.ts or (_ts(message.get("ts")) > _ts(question.ts) and not whole_thread):
             continue
         if (message.get("metadata") or {}).get("event_type") in (GREETING_EVENT, NOTICE_EVENT):
             continue
@@ -155,10 +166,10 @@ def turns_from(question: Question, messages: list[dict]) -> list[Turn]:
 
 def history_for(client: WebClient, question: Question) -> list[Turn]:
     try:
-        if question.thread_ts:
+        if question.thread_ts or question.surface == "shortcut":
             replies = question.replies
             if replies is None:
-                replies = fetch_replies(client, question.channel, question.thread_ts)
+                replies = fetch_replies(client, question.channel, question.reply_ts)
             return turns_from(question, replies)
         if question.is_dm:
             response = client.conversations_history(
@@ -248,6 +259,7 @@ def add_reaction(client: WebClient, channel: str, ts: str, name: str = "eyes") -
 # --- the one ask flow ----------------------------------------------------------------------------
 
 
+@overload
 def ask(
     deps: SlackDeps,
     origin: Origin,
@@ -255,22 +267,49 @@ def ask(
     history: list[Turn],
     on_status: Callable[[str], None] | None = None,
     on_answer: Callable[[Answer], None] | None = None,
-) -> RenderedAnswer:
+    only_if_answered: Literal[False] = False,
+) -> RenderedAnswer: ...
+
+
+@overload
+def ask(
+    deps: SlackDeps,
+    origin: Origin,
+    text: str,
+    history: list[Turn],
+    on_status: Callable[[str], None] | None = None,
+    on_answer: Callable[[Answer], None] | None = None,
+    only_if_answered: bool = False,
+) -> RenderedAnswer | None: ...
+
+
+def ask(
+    deps: SlackDeps,
+    origin: Origin,
+    text: str,
+    history: list[Turn],
+    on_status: Callable[[str], None] | None = None,
+    on_answer: Callable[[Answer], None] | None = None,
+    only_if_answered: bool = False,
+) -> RenderedAnswer | None:
     """Ask the application layer and render the answer (recorded there, with the id the buttons carry);
     anything unexpected becomes an apology, never a crash or an exception's text. `on_answer` sees the
-    answer before it is rendered (the assistant pane titles its thread with the standalone query)."""
+    answer before it is rendered (the assistant pane titles its thread with the standalone query). With
+    `only_if_answered` (auto-reply) everything but a cited answer is None: nothing is said, nothing recorded."""
     try:
-        result = deps.bot.ask(origin, text, history, on_status=on_status)
+        result = deps.bot.ask(origin, text, history, on_status=on_status, silent_refusals=only_if_answered)
+        if only_if_answered and result.answer.status != "answered":
+            return None
         if on_answer is not None:
             on_answer(result.answer)
     except EmptyQuestion:
-        return RenderedAnswer(text=GREETING, markdown=GREETING)
+        return None if only_if_answered else RenderedAnswer(text=GREETING, markdown=GREETING)
     except KnowledgeBaseError as exc:  # the store is unreachable or refuses: the operator's log says why
         log.error("answering in %s failed: %s", origin.channel, exc)
-        return render_error(UNAVAILABLE)
+        return None if only_if_answered else render_error(UNAVAILABLE)
     except Exception:
         log.exception("answering in %s failed", origin.channel)
-        return render_error(FAILED)
+        return None if only_if_answered else render_error(FAILED)
     return render_answer(result.answer, result.answer_id, people=uploader_names(deps, result.answer.citations))
 
 
@@ -352,17 +391,23 @@ def receive(deps: SlackDeps, client: WebClient, question: Question, say_stream: 
         fire_and_forget(deps.side, say_files_not_read, client, question)
     text = clean_text(question.text)
     if not text:
-        if not question.has_files:  # a file alone was just told how uploads work
+        if not question.has_files and not question.quiet:  # a file alone was just told how uploads work
             fire_and_forget(deps.side, post_quietly, client, question.channel, question.reply_ts, GREETING)
         return True
     deps.ledger.hold(question.key, question.to_payload())
     status = status_for(deps, client, question)
+    if question.quiet:
+        status.close()  # no "Searching…" under a message nobody addressed to kbbot
     if not deps.answers.submit(answer_question, deps, client, question, text, status, say_stream):
-        fire_and_forget(deps.side, say_busy, deps, client, question)
+        if question.quiet:
+            deps.ledger.release(question.key)
+        else:
+            fire_and_forget(deps.side, say_busy, deps, client, question)
         return True
-    if not question.in_pane:  # the pane shows the status with its loading messages instead
-        fire_and_forget(deps.side, add_reaction, client, question.channel, question.ts)
-    status(FIRST_STATUS)
+    if not question.quiet:
+        if not question.in_pane:  # the pane shows the status with its loading messages instead
+            fire_and_forget(deps.side, add_reaction, client, question.channel, question.ts)
+        status(FIRST_STATUS)
     return True
 
 
@@ -393,9 +438,20 @@ def answer_question(
     the reply is out (a restart answers it if this process dies first)."""
     on_answer = (lambda answer: set_title(client, question, answer)) if question.in_pane else None
     try:
-        rendered = ask(deps, question.origin, text, history_for(client, question), status, on_answer)
+        rendered = ask(
+            deps,
+            question.origin,
+            text,
+            history_for(client, question),
+            status,
+            on_answer,
+            only_if_answered=question.quiet,
+        )
     finally:
         status.close()
+    if rendered is None:  # auto-reply with no answer: silence
+        deps.ledger.release(question.key)
+        return
     try:
         deliver(deps, client, question, rendered, say_stream)
     except Exception:  # Slack refused, or the network failed: nothing more this process can do for it

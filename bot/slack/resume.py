@@ -51,6 +51,9 @@ def resume_held(deps: SlackDeps, client: WebClient, max_age_s: float = MAX_AGE_S
             deps.ledger.release(key)  # answered before the restart; only the release was lost
             continue
         if time.time() - claimed_at > max_age_s:
+            if question.quiet:  # nobody asked kbbot (auto-reply): a late note would be noise
+                deps.ledger.release(key)
+                continue
             post_quietly(client, question.channel, question.reply_ts, TOO_LATE, question.reply_metadata)
             deps.ledger.release(key)
             continue

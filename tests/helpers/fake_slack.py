@@ -2,8 +2,8 @@
 
 A small threaded http.server that records every call and keeps just enough state to behave like Slack
 for kbbot: messages per channel (so conversations.replies/history return what the bot posted), chat
-streams, channel members, files (metadata + bytes behind url_private, which demands the bot token),
-views and response_url posts. Errors and 429s can be injected per method.
+streams, permalinks, channel members, user profiles (users.info), files (metadata + bytes behind
+url_private, which demands the bot token), views and response_url posts. Errors and 429s can be injected per method.
 """
 
 from __future__ import annotations
@@ -21,6 +21,11 @@ BOT_TOKEN = "xoxb-fake-kbbot-token"
 BOT_USER = "UBOTKBBOT1"
 BOT_ID = "BBOTKBBOT1"
 TEAM = "T0LUMEN001"
+
+
+def permalink(channel: str, ts: str) -> str:
+    """What chat.getPermalink answers for a message (Slack's shape)."""
+    return f"https://lumen.slack.com/archives/{channel}/p{ts.replace('.', '')}"
 
 
 class _Server(ThreadingHTTPServer):
@@ -330,6 +335,11 @@ class FakeSlack:
     def m_users_conversations(self, p: dict) -> dict:
         user = p.get("user")
         return {"channels": [{"id": c} for c, users in self.members.items() if user in users]}
+
+    def m_chat_getPermalink(self, p: dict) -> dict:
+        if self._find(p["channel"], p["message_ts"]) is None:
+            raise LookupError("message_not_found")
+        return {"channel": p["channel"], "permalink": permalink(p["channel"], p["message_ts"])}
 
     def m_views_open(self, p: dict) -> dict:
         view = p.get("view")

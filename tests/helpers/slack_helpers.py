@@ -187,6 +187,45 @@ class SlackSender:
     def interaction(self, payload: dict) -> Response:
         return self.post(urlencode({"payload": json.dumps(payload)}), "application/x-www-form-urlencoded")
 
+    def message_shortcut(self, callback_id: str, user: str, channel: str, message: dict) -> tuple[Response, str, str]:
+        """A person picks a message shortcut from a message's menu (Slack's `message_action` payload)."""
+        response_id, trigger_id = unique("R"), unique("trig.")
+        payload = {
+            "type": "message_action",
+            "token": "legacy",
+            "action_ts": str(time.time()),
+            "team": {"id": TEAM, "domain": "lumen"},
+            "user": {"id": user, "name": user.lower(), "team_id": TEAM},
+            "channel": {"id": channel, "name": "x"},
+            "is_enterprise_install": False,
+            "callback_id": callback_id,
+            "trigger_id": trigger_id,
+            "response_url": f"{self.fake.base}/response/{response_id}",
+            "message_ts": message["ts"],
+            "message": {k: v for k, v in message.items() if k in ("type", "user", "text", "ts", "thread_ts", "bot_id")},
+        }
+        return self.interaction(payload), response_id, trigger_id
+
+    def view_submission(self, view: dict, user: str, values: dict) -> Response:
+        """A person submits a modal kbbot opened (`view` as views.open received it) with these input values."""
+        return self.interaction(
+            {
+                "type": "view_submission",
+                "team": {"id": TEAM},
+                "user": {"id": user, "team_id": TEAM},
+                "api_app_id": APP_ID,
+                "trigger_id": unique("trig."),
+                "view": {
+                    "id": view.get("id", "V1"),
+                    "type": "modal",
+                    "callback_id": view["callback_id"],
+                    "private_metadata": view.get("private_metadata", ""),
+                    "team_id": TEAM,
+                    "state": {"values": values},
+                },
+            }
+        )
+
     def responses(self, response_id: str) -> list[dict]:
         return [c.params for c in self.fake.calls_of("response_url") if c.params.get("id") == response_id]
 

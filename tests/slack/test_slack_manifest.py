@@ -26,6 +26,9 @@ METHOD_SCOPES: dict[str, frozenset[str]] = {
     "conversations.members": frozenset({"channels:read", "groups:read"}),
     "files.info": frozenset({"files:read"}),
     "views.open": frozenset(),  # needs a trigger_id, no scope
+    "views.publish": frozenset(),  # the Home tab, no scope
+    "users.info": frozenset({"users:read"}),  # the uploader's name in Sources, speakers of a saved thread
+    "chat.getPermalink": frozenset(),  # a saved thread's source link: any message the bot can read
 }
 
 # Bolt's listener utilities kbbot calls, and the Web API methods behind them.
@@ -80,6 +83,7 @@ def test_manifest_bot_scopes_cover_the_api_methods_used():
         "im:history",  # message events, conversations.replies/history
         "channels:read",
         "groups:read",  # conversations.members for restricted KBs
+        "users:read",  # users.info: speakers' names in a thread saved to a KB
     }
     assert needed <= scopes
     allowed_writes = {"chat:write", "reactions:write", "im:write", "assistant:write"}
@@ -140,3 +144,15 @@ def test_manifest_declares_the_assistant_pane():
     events = set(data["settings"]["event_subscriptions"]["bot_events"])
     assert {"assistant_thread_started", "assistant_thread_context_changed", "message.im"} <= events
     assert {"assistant:write", "im:history"} <= manifest_scopes()
+
+
+def test_manifest_declares_the_message_shortcuts_the_bot_listens_for():
+    from bot.slack.shortcut_views import ASK_SHORTCUT_ID, SAVE_SHORTCUT_ID
+
+    shortcuts = {s["callback_id"]: s for s in manifest()["features"]["shortcuts"]}
+    assert set(shortcuts) == {ASK_SHORTCUT_ID, SAVE_SHORTCUT_ID}
+    for shortcut in shortcuts.values():
+        assert shortcut["type"] == "message"
+        assert len(shortcut["name"]) <= 24 and len(shortcut["description"]) <= 80  # Slack's limits
+    assert "commands" in manifest()["oauth_config"]["scopes"]["bot"]  # shortcuts need it, as /kb does
+    assert "channel" in manifest()["features"]["slash_commands"][0]["usage_hint"]

@@ -3,7 +3,7 @@
 from slack_bolt import App
 
 from bot.slack.deps import SlackDeps
-from bot.slack.listeners import actions, assistant, commands, events, views
+from bot.slack.listeners import actions, assistant, commands, events, shortcuts, views
 
 
 def register_listeners(app: App, deps: SlackDeps) -> None:
@@ -12,3 +12,4 @@ def register_listeners(app: App, deps: SlackDeps) -> None:
     commands.register(app, deps)
     views.register(app, deps)
     actions.register(app, deps)
+    shortcuts.register(app, deps)

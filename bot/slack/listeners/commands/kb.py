@@ -1,4 +1,4 @@
-"""`/kb help|list|ask|upload|delete`: acknowledged at once; everything slow runs on the work pools."""
+"""`/kb help|list|ask|upload|delete|channel`: acknowledged at once; everything slow runs on the work pools."""
 
 import logging
 
@@ -9,6 +9,7 @@ from slack_sdk.errors import SlackApiError
 from bot.core import AccessDenied, NotFound, Origin
 from bot.slack import builders
 from bot.slack.blocks import DocEntry, KbEntry, kb_list_blocks
+from bot.slack.channel_command import handle_channel_command
 from bot.slack.conversation import BUSY, ask
 from bot.slack.deps import SlackDeps
 from bot.slack.markup import clean_text
@@ -50,6 +51,10 @@ def handle_kb_command(
         ack()
         if not deps.ingests.submit(delete_document, deps, respond, origin, kb, document.strip()):
             respond(text=BUSY, response_type="ephemeral")
+    elif sub == "channel":
+        ack()
+        if not deps.answers.submit(handle_channel_command, deps, respond, origin, rest):
+            respond(text=BUSY, response_type="ephemeral")
     elif sub == "ask":
         question = clean_text(rest)
         if not question:
@@ -80,6 +85,7 @@ def list_kbs(deps: SlackDeps, respond: Respond, origin: Origin) -> None:
             chunks=v.chunks,
             docs=[DocEntry(d.name, d.state, d.chunks, d.error, d.source_url) for d in v.documents],
             note=v.note,
+            channels=v.channels,
         )
         for v in views
     ]

@@ -9,7 +9,8 @@ from bot.slack.work import fire_and_forget
 
 
 def handle_message(deps: SlackDeps, client: WebClient, context: BoltContext, event: dict, say_stream: SayStream):
-    """DMs are answered; in channels, thread replies are answered where the bot already replied."""
+    """DMs are answered; in channels, thread replies are answered where the bot already replied, and top-level
+    messages where auto-reply is on (`/kb channel autoreply on`) when the answer is found."""
     subtype = event.get("subtype")
     if event.get("bot_id") or subtype == "bot_message":
         return  # other bots (Bolt already drops the bot's own messages)
@@ -29,8 +30,12 @@ def handle_message(deps: SlackDeps, client: WebClient, context: BoltContext, eve
         # A mention with a file may arrive as this event only: answered here or by app_mention, once (claimed).
         receive(deps, client, mention_with_files(context, event), say_stream)
         return
-    if not is_dm and (not in_thread or mentioned):
-        return  # top-level channel chatter, or an @mention (the app_mention listener answers it)
+    if not is_dm and mentioned:
+        return  # an @mention: the app_mention listener answers it
+    if not is_dm and not in_thread:
+        if not subtype and deps.bot.autoreply_in(context.channel_id or event["channel"]):
+            receive(deps, client, top_level_question(context, event), say_stream)
+        return  # top-level channel chatter
     question = Question(
         channel=context.channel_id or event["channel"],
         user=event.get("user"),
@@ -67,4 +72,21 @@ def mention_with_files(context: BoltContext, event: dict) -> Question:
         bot_user_id=context.bot_user_id,
         bot_id=context.bot_id,
         has_files=True,
+    )
+
+
+def top_level_question(context: BoltContext, event: dict) -> Question:
+    """A top-level message in a channel set up for auto-reply: answered in its thread only if kbbot can
+    answer it from the knowledge bases (`Question.quiet`)."""
+    return Question(
+        channel=context.channel_id or event["channel"],
+        user=event.get("user"),
+        text=event.get("text", ""),
+        ts=event["ts"],
+        thread_ts=None,
+        is_dm=False,
+        team=context.team_id or event.get("team"),
+        surface="autoreply",
+        bot_user_id=context.bot_user_id,
+        bot_id=context.bot_id,
     )
