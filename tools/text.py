@@ -372,3 +372,45 @@ def shorten(text: str, limit: int) -> str:
     if " " in cut[limit // 2 :]:
         cut = cut.rsplit(" ", 1)[0]
     return cut + "…"
+
+
+# --- Chinese words, for judging evidence (not for the keyword index, which keeps its bigrams) ------------
+# A bigram that straddles two words ("销政" in 报销政策) means nothing, so a question's coverage is
+# measured on real words: rjieba (the jieba-rs binding; its dictionary ships inside the wheel, nothing is
+# downloaded), with jieba's part-of-speech tags, which also mark place, person and organisation names.
+_CJK_NAME_TAGS = frozenset(["ns", "nr", "nrt", "nrfg", "nt", "nz"])
+# Particles, pronouns, numerals and quantity words ("几天", "多少"), prepositions, conjunctions, adverbs,
+# punctuation: what a question says about its form, not its subject.
+_CJK_FORM_TAGS = frozenset(["x", "uj", "ul", "uz", "ug", "ud", "uv", "y", "r", "m", "mq", "q", "p", "c", "d", "e", "o"])
+
+
+@lru_cache(maxsize=1)
+def _segmenter():
+    import rjieba
+
+    return rjieba
+
+
+@lru_cache(maxsize=4096)
+def cjk_words(text: str) -> tuple[tuple[str, str], ...]:
+    """The Chinese words of `text` with their part-of-speech tags (jieba's tag set), in order."""
+    words: list[tuple[str, str]] = []
+    for run in re.findall(rf"[{_CJK}]+", text):
+        words.extend((word, tag) for word, tag in _segmenter().tag(run))
+    return tuple(words)
+
+
+def cjk_content_words(text: str) -> list[str]:
+    """The Chinese words that carry a question's subject (no particles, pronouns, question words). Words
+    of one character ("去", "钱", "假") say little on their own: kept only when there is nothing else."""
+    found: dict[str, None] = {}
+    for word, tag in cjk_words(text):
+        if tag not in _CJK_FORM_TAGS and word not in CJK_STOPWORDS:
+            found.setdefault(word, None)
+    longer = [w for w in found if len(w) > 1]
+    return longer or list(found)
+
+
+def cjk_names(text: str) -> list[str]:
+    """Place, person and organisation names in Chinese text (东京, 里斯本): an answer must be about them."""
+    return list(dict.fromkeys(w for w, tag in cjk_words(text) if tag in _CJK_NAME_TAGS and len(w) > 1))

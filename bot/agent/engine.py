@@ -170,7 +170,7 @@ class AnswerEngine:
         coverage): a reformulation may find new evidence, never lower the bar."""
         known = self.term_known(kbs)
         grading.measure_coverage(query, evidence, known)
-        verdict = grading.grade_offline(query, evidence, known)
+        verdict = grading.grade_offline(query, evidence, known, self.answer_units(query, evidence))
         return llm_step(
             fallback.GRADE,
             llm,
@@ -180,6 +180,17 @@ class AnswerEngine:
             lambda: verdict,
             wanted=grading.worth_asking(verdict, evidence),
         )
+
+    def answer_units(self, query: str, evidence: list[Evidence]) -> list[grading.UnitMatch]:
+        """The best chunks' answer units, measured against the query by the vectors saved at ingest."""
+        top = evidence[: grading.UNIT_CHUNKS]
+        if not top:
+            return []
+        embedder = self.service.embedder
+        saved = self.service.store.unit_vectors(embedder.model_name, embedder.dimension, [e.chunk for e in top])
+        if not saved:
+            return []
+        return grading.unit_matches(query, top, embedder.embed_query(query), saved)
 
     def reformulate(
         self, question: Question, query: str, kbs: list[str], verdict: grading.Verdict, trace: Trace, llm: LlmAccess

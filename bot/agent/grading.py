@@ -1,9 +1,13 @@
 """Self-check: is the evidence sufficient to answer the standalone query?
 
 Offline, on calibrated signals rather than raw ranks: the best hit's cosine similarity, the share
-of the query's content terms the best hits cover, and whether a specific name in the question
-(a proper noun, a number) appears in the knowledge base at all — a KB that never mentions
-"Brazil" cannot answer a question about Brazil, however similar its text sounds.
+of the query's content terms the best hits cover, the best *answer unit* (sentence, list item, table
+row) — its own cosine, the terms it covers and whether it is the kind of fact asked for (a number, a
+duration, a date) — and whether a specific name in the question (a proper noun, a code, a number)
+appears in the evidence at all: a KB that never mentions "Brazil" cannot answer a question about
+Brazil, and evidence about Shanghai's parental leave does not answer one about Lisbon's, however
+similar its text sounds. Chinese questions are judged on words (tools.text.cjk_words), not on cosine:
+MiniLM scores any Chinese text as close to any Chinese question.
 """
 
 from __future__ import annotations
@@ -11,11 +15,24 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
+import numpy as np
 from pydantic import BaseModel
 
+from bot.agent import cues
 from tools.search import Evidence
-from tools.text import content_terms, has_cjk, identifiers, keyword_terms, mentions
+from tools.text import (
+    STOPWORDS,
+    answer_units,
+    cjk_content_words,
+    cjk_names,
+    content_terms,
+    has_cjk,
+    identifiers,
+    keyword_terms,
+    mentions,
+)
 
 # Calibrated on the leave-one-out benchmark (SciFact/Cranfield/CISI KBs, one dataset's queries sent to the
 # others): STRONG_COSINE is where the best cosines of out-of-KB and in-KB questions barely overlap, so a
@@ -26,6 +43,16 @@ MIN_COVERAGE = 0.5  # with a cosine between the two, this share of query terms m
 # Tables and lists embed poorly: nearly all query terms in one chunk can stand in for a weaker cosine.
 TABLE_COSINE = 0.30
 TABLE_COVERAGE = 0.75
+# One answer unit (sentence, list item, table row) of the best chunks, by its own vector (saved at ingest):
+UNIT_CHUNKS = 5
+UNIT_COSINE = 0.45  # a sentence this close to the question ...
+UNIT_COVERAGE = 0.4  # ... naming this share of its terms answers it
+TYPED_UNIT_COSINE = 0.45  # one of the kind of fact asked for (a number, a duration, a date) ...
+TYPED_UNIT_COVERAGE = 0.25  # ... naming this share of its terms
+MAX_QUESTION_TERMS = 20  # longer queries are descriptions, not questions about a named thing
+# Chinese questions, judged on words (MiniLM's cosine does not separate Chinese texts):
+CJK_COVERAGE = 0.75  # of the question's words in one of the best chunks
+CJK_UNIT_COVERAGE = 0.5  # in one unit of the kind of fact asked for
 
 _SPECIFIC = re.compile(r"(?<!^)(?<![.!?]\s)\b([A-Z][a-z]+[A-Za-z]*|\d{2,}(?:[.,]\d+)?)\b")
 
@@ -68,26 +95,108 @@ _CALENDAR = frozenset(
 )
 
 
+# Words that say which of a KB's own things is meant, not a thing it may lack ("the new plan", "our office").
+_GENERIC_MODIFIERS = frozenset(
+    ["new", "old", "current", "main", "home", "head", "local", "each", "every", "which", "whose", "that", "this"]
+    + ["free", "paid", "basic", "cheapest", "cheap", "higher", "lower", "top", "bottom", "next", "previous", "same"]
+    + ["pricing", "price", "payment", "support", "service", "severity", "priority", "access", "user", "team"]
+)
+
+
 def specific_terms(question: str) -> list[str]:
     """Names and numbers in the question that an answer must be about (not sentence-initial words)."""
     return [m.group(1) for m in _SPECIFIC.finditer(question.strip()) if m.group(1).lower() not in _CALENDAR]
 
 
 def measure_coverage(query: str, evidence: Sequence[Evidence], term_known: Callable[[str], bool]) -> None:
-    """Set each chunk's `coverage`: the share of the query's content terms it (or its header) contains."""
+    """Set each chunk's `coverage`: the share of the query's content terms it (or its header) contains.
+    A Chinese question's terms are its words (a word counts where the text contains it)."""
+    if has_cjk(query):
+        terms = QueryTerms.of(query)
+        for e in evidence:
+            e.coverage = terms.covered(f"{e.chunk.header}\n{e.chunk.text}")
+        return
     # CJK bigrams that straddle two words never occur in any text; count only those the KB knows.
     query_terms = {t for t in content_terms(query) if not has_cjk(t) or term_known(t)}
     for e in evidence:
         e.coverage = len(query_terms & content_terms(f"{e.chunk.header}\n{e.chunk.text}")) / max(len(query_terms), 1)
 
 
-def grade_offline(query: str, evidence: Sequence[Evidence], term_known: Callable[[str], bool]) -> Verdict:
-    """`term_known(term)` tells whether an index term occurs anywhere in the searched KBs."""
+@dataclass(frozen=True)
+class QueryTerms:
+    """What a text must contain to be about the question: stemmed content terms, and Chinese words."""
+
+    terms: frozenset[str]
+    words: tuple[str, ...]  # Chinese words, matched as written
+
+    @classmethod
+    def of(cls, query: str) -> QueryTerms:
+        if not has_cjk(query):
+            return cls(frozenset(content_terms(query)), ())
+        latin = frozenset(t for t in content_terms(query) if not has_cjk(t))
+        return cls(latin, tuple(cjk_content_words(query)))
+
+    def covered(self, text: str, extra: frozenset[str] | set[str] = frozenset()) -> float:
+        """The share of the question's terms that `text` (or the `extra` terms around it) contains."""
+        total = len(self.terms) + len(self.words)
+        if not total:
+            return 0.0
+        found = len(self.terms & (content_terms(text) | extra)) if self.terms else 0
+        found += sum(word in text for word in self.words)
+        return found / total
+
+
+@dataclass(frozen=True)
+class UnitMatch:
+    """One answer unit (sentence, list item, table row) of an evidence chunk, measured against the query."""
+
+    rank: int  # the chunk's position in the evidence
+    text: str
+    cosine: float
+    coverage: float  # of the query's terms, counting its section's heading
+    typed: bool  # of the kind of fact the question asks for (a number, a duration, a date)
+
+
+def unit_matches(
+    query: str, evidence: Sequence[Evidence], query_vector: np.ndarray, unit_vectors: dict[str, np.ndarray]
+) -> list[UnitMatch]:
+    """The answer units of the best UNIT_CHUNKS chunks that have vectors saved at ingest, best cosine first."""
+    terms = QueryTerms.of(query)
+    expected = cues.expected_answers(query)
+    found: list[UnitMatch] = []
+    for rank, e in enumerate(evidence[:UNIT_CHUNKS]):
+        vectors = unit_vectors.get(e.chunk_id)
+        units = answer_units(e.chunk.text)
+        if vectors is None or len(vectors) != len(units):
+            continue  # saved by another version of answer_units: judged on the chunk alone
+        heading = content_terms(e.chunk.header)
+        for unit, cosine in zip(units, vectors @ query_vector, strict=True):
+            if np.isnan(cosine):
+                continue
+            coverage = terms.covered(f"{e.chunk.header}\n{unit.text}", heading)
+            found.append(UnitMatch(rank, unit.text, float(cosine), coverage, cues.supplies(unit.text, expected)))
+    found.sort(key=lambda u: u.cosine, reverse=True)
+    return found
+
+
+def grade_offline(
+    query: str,
+    evidence: Sequence[Evidence],
+    term_known: Callable[[str], bool],
+    units: Sequence[UnitMatch] = (),
+) -> Verdict:
+    """`term_known(term)` tells whether an index term occurs anywhere in the searched KBs; `units` are the
+    best chunks' answer units (`unit_matches`), when their vectors are known."""
     if not evidence:
         return Verdict(False, "nothing relevant was found", missing=query)
     unknown = [t for t in specific_terms(query) if not all(term_known(k) for k in keyword_terms(t))]
     if unknown:
         return Verdict(False, f"the knowledge base never mentions {', '.join(unknown)}", missing=", ".join(unknown))
+    absent = near_misses(query, evidence[:UNIT_CHUNKS])
+    if absent:
+        return Verdict(False, f"the evidence found never mentions {', '.join(absent)}", missing=", ".join(absent))
+    if has_cjk(query):
+        return grade_cjk(query, evidence, units)
     best = max(evidence, key=lambda e: e.cosine)
     coverage = max(e.coverage for e in evidence[:5])
     # Offline, relevance is left to the answer step's own scoring of every sentence.
@@ -103,12 +212,120 @@ def grade_offline(query: str, evidence: Sequence[Evidence], term_known: Callable
     names = identifiers(query)
     if names and best.cosine >= TABLE_COSINE and any(names_all(e, names) for e in evidence[:5]):
         return Verdict(True, f"exact match of {', '.join(names)} (cosine {best.cosine:.2f})", relevant)
+    unit = answering_unit(units)
+    if unit is not None:
+        return Verdict(True, f"a sentence answers it (cosine {unit.cosine:.2f}, {unit.coverage:.0%} of query terms)")
     return Verdict(
         False,
         f"weak evidence (best cosine {best.cosine:.2f}, {coverage:.0%} of query terms covered)",
         relevant,
         missing=query,
     )
+
+
+def answering_unit(units: Sequence[UnitMatch]) -> UnitMatch | None:
+    """The unit that answers the question on its own, if one does: a sentence much closer to the question
+    than its chunk's average that names most of its terms, or one of the kind of fact asked for that names
+    enough of them. A long chunk's cosine is diluted by everything else it says; its sentence's is not."""
+    for unit in units:
+        if unit.cosine >= UNIT_COSINE and unit.coverage >= UNIT_COVERAGE:
+            return unit
+        if unit.typed and unit.cosine >= TYPED_UNIT_COSINE and unit.coverage >= TYPED_UNIT_COVERAGE:
+            return unit
+    return None
+
+
+def grade_cjk(query: str, evidence: Sequence[Evidence], units: Sequence[UnitMatch]) -> Verdict:
+    """A Chinese question: sufficient when one chunk holds most of its words, or one unit holds enough of
+    them and is the kind of fact asked for. Cosine does not count: it is high for any Chinese text."""
+    best = max(evidence[:UNIT_CHUNKS], key=lambda e: e.coverage)
+    if best.coverage >= CJK_COVERAGE:
+        return Verdict(True, f"the question's words are in the evidence ({best.coverage:.0%})")
+    typed = [u for u in units if u.typed and u.coverage >= CJK_UNIT_COVERAGE]
+    if typed:
+        return Verdict(True, f"a sentence answers it ({typed[0].coverage:.0%} of the question's words)")
+    return Verdict(False, f"weak evidence ({best.coverage:.0%} of the question's words found)", missing=query)
+
+
+_QUESTION = re.compile(
+    r"\?\s*$|^\W*(?:what|which|who|whom|whose|when|where|why|how|is|are|was|were|do|does|did|can|could|should|"
+    r"would|will|has|have|had|may|might|must|shall)\b",
+    re.I,
+)
+# A thing named in lower case by what it is: "the lisbon office", "a premium plan", "office in lisbon".
+_NAMED_THING = re.compile(
+    r"\b(?:the|a|an|our|my|your|their|on|per|which|what)\s+([a-z][a-z-]+)\s+(plan|tier|office|edition|package|"
+    r"subscription|branch|campus)s?\b"
+    r"|\b(office|branch|campus|team)s?\s+(?:in|at)\s+([a-z][a-z-]+)\b"
+)
+
+
+def asks_about_names(query: str) -> bool:
+    """Whether the query is a question, and so about the names in it. A claim or an abstract used as a query
+    (BEIR's) names many things in passing, and the passage that answers it needs not repeat each one."""
+    return bool(_QUESTION.search(query)) and len(content_terms(query)) <= MAX_QUESTION_TERMS
+
+
+def near_misses(query: str, evidence: Sequence[Evidence]) -> list[str]:
+    """Names in the question that the best evidence never mentions: the parental leave of an office the
+    documents never name is not the parental leave of the one they do, however alike the passages read."""
+    texts = [f"{e.chunk.document}\n{e.chunk.header}\n{e.chunk.text}" for e in evidence]
+    if has_cjk(query):
+        return [name for name in cjk_names(query) if not any(name in text for text in texts)]
+    absent: list[str] = []
+    if asks_about_names(query):
+        terms = [content_terms(text) for text in texts]
+        # (as written, give or take punctuation: "401k" is "401(k)"; "50k" is an amount, not a name)
+        named = [n for n in identifiers(query) if not _AMOUNT.match(n)]
+        named += [m.group(0) for m in _RANKED.finditer(query)] + _COMPOUND.findall(query)
+        absent = [n for n in named if not any(mentions(text, n) for text in texts)]
+        for name in specific_terms(query):
+            named = [k for k in keyword_terms(name) if len(k) > 1]
+            if named and not any(all(k in t for k in named) for t in terms) and name not in absent:
+                absent.append(name)
+        for phrase in name_phrases(query):
+            if not any(_phrase_pattern(phrase).search(text) for text in texts) and phrase not in absent:
+                absent.append(phrase)
+        for match in _NAMED_THING.finditer(query.lower()):
+            word, head = match.group(1) or match.group(4), match.group(2) or match.group(3)
+            if word in STOPWORDS or word in _GENERIC_MODIFIERS or any(word in a.lower() for a in absent):
+                continue
+            # "the premium plan" is not answered by an insurance premium: the word must name that kind of thing
+            if not any(_near(word, head, text) for text in texts):
+                absent.append(f"{word} {head}")
+    return absent
+
+
+# A rank or grade of a thing ("tier 4", "level 5", "series E", "phase 2"): as named as a code is.
+_RANKED = re.compile(
+    r"\b(?:tier|level|sev|severity|phase|grade|band|stage|priority|step)\s*\d+\b|\b(?:series|round|class)\s+[a-z]\b",
+    re.I,
+)
+# A name of three or more hyphenated parts ("dispatch-db-staging"), as hosts and services are named.
+_COMPOUND = re.compile(r"(?<![\w-])[a-z][a-z0-9]*(?:-[a-z0-9]+){2,}(?![\w-])", re.I)
+_AMOUNT = re.compile(r"^\d+(?:[.,]\d+)?(?:k|m|bn|mm)$", re.I)
+_HEADS = "plan|tier|office|edition|package|subscription|branch|campus|team|policy|level"
+_NAMED_BY_HEAD = re.compile(rf"(?<!^)\b((?:[A-Z][\w-]*\s+)+)(?:{_HEADS})s?\b")
+
+
+def name_phrases(question: str) -> list[str]:
+    """Names of two or more capitalised words before what they name ("the Enterprise Plus plan"): a plan
+    the documents call "Enterprise" is another plan."""
+    runs = [" ".join(m.group(1).split()) for m in _NAMED_BY_HEAD.finditer(question.strip())]
+    return [run for run in runs if len(run.split()) > 1 and not any(w.lower() in _CALENDAR for w in run.split())]
+
+
+@lru_cache(maxsize=1024)
+def _phrase_pattern(phrase: str) -> re.Pattern[str]:
+    """The phrase's words in order, at most two other words between each."""
+    return re.compile(r"\b" + r"\W+(?:\w+\W+){0,2}".join(map(re.escape, phrase.split())) + r"\b", re.I)
+
+
+def _near(word: str, head: str, text: str) -> bool:
+    """`word` within three words of `head` (or of its plural) in `text`, either side."""
+    word, head = re.escape(word), re.escape(head)
+    gap = r"\w*\W+(?:\w+\W+){0,2}"
+    return bool(re.search(rf"\b{word}{gap}{head}|\b{head}{gap}{word}", text, re.I))
 
 
 def names_all(evidence: Evidence, names: Sequence[str]) -> bool:

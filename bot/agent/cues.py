@@ -1,0 +1,55 @@
+"""Answer-type cues: what kind of fact a question asks for, and whether a sentence supplies one.
+
+"How long …?" is answered by a duration, "How often …?" by a frequency, "How much …?" by a number,
+"When …?" by a date or a time. A sentence of the right type that also names the question's subject
+is evidence even when the chunk around it is about a dozen other things.
+"""
+
+from __future__ import annotations
+
+import re
+
+_WHEN = re.compile(r"\b(what time|when|which day|what day|what date|by when|deadline)\b|什么时候|几点|哪天|何时", re.I)
+_DATE_OR_TIME = re.compile(
+    r"\b\d{1,2}:\d{2}\b|\b\d{1,2}\s*(am|pm)\b|\b(mon|tues|wednes|thurs|fri|satur|sun)day\b|\b(january|february|"
+    r"march|april|may|june|july|august|september|october|november|december)\b|\b(19|20)\d{2}\b|\bQ[1-4]\b"
+    r"|\b(before|after|within|by|until|every)\b.{0,40}\b(day|week|month|year|ride|release|deploy|shift)s?\b"
+    r"|\d+\s*(点|日|月|号)",
+    re.I,
+)
+_HOW_LONG = re.compile(r"\bhow (long|soon|quickly|fast)\b|多久|多长时间|多快", re.I)
+_DURATION = re.compile(
+    r"\d+(\.\d+)?\s*(seconds?|secs?|minutes?|mins?|hours?|hrs?|days?|business days?|working days?|weeks?|"
+    r"months?|years?)\b|\b(one|two|three|four|five|six|seven|eight|nine|ten|twelve)\s+(minutes?|hours?|days?|"
+    r"weeks?|months?|years?)\b|\d+\s*个?(工作日|天|小时|分钟|周|星期|个月|月|年)",
+    re.I,
+)
+_HOW_OFTEN = re.compile(r"\bhow often\b|\bhow frequently\b|多久一次|多频繁|每隔多久", re.I)
+_FREQUENCY = re.compile(
+    r"\b(every|each|daily|weekly|monthly|quarterly|annually|yearly|hourly|once|twice|per (day|week|month|"
+    r"year|quarter))\b|\b\d+\s+times\b|每(天|周|月|年|次|季度)",
+    re.I,
+)
+_HOW_MUCH = re.compile(
+    r"\bhow (many|much)\b|\b(max|maximum|minimum|limit|price|cost|rate|budget|cap|allowance|percent(age)?)\b|多少|几",
+    re.I,
+)
+_NUMBER = re.compile(r"\d|[一二三四五六七八九十百千万]|\b(one|two|three|four|five|six|seven|eight|nine|ten)\b", re.I)
+
+# (what the question asks, what a sentence answering it contains), most specific first.
+CUES: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = (
+    (_HOW_OFTEN, _FREQUENCY),
+    (_HOW_LONG, _DURATION),
+    (_WHEN, _DATE_OR_TIME),
+    (_HOW_MUCH, _NUMBER),
+)
+
+
+def expected_answers(question: str) -> list[re.Pattern[str]]:
+    """The patterns a sentence answering `question` matches ([] when the question asks for no type)."""
+    return [answer for asks, answer in CUES if asks.search(question)]
+
+
+def supplies(sentence: str, expected: list[re.Pattern[str]]) -> bool:
+    """Whether the sentence is of a type the question asks for (False when it asks for none)."""
+    return any(pattern.search(sentence) for pattern in expected)
