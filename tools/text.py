@@ -403,7 +403,10 @@ def _spans_with_kinds(text: str) -> list[tuple[int, int, str]]:
         if block.kind in ("text", "item"):
             marker = _LIST_LINE.match(text[block.start : block.end]) if block.kind == "item" else None
             start = block.start + (marker.end() if marker else 0)  # "2. If not…": its number ends no sentence
-            spans.extend((s, e, block.kind) for s, e in _sentence_spans_in(text, start, block.end))
+            sentences = _sentence_spans_in(text, start, block.end)
+            if marker and sentences:  # the first sentence's span keeps the item's marker
+                sentences[0] = (block.start + len(marker.group(0)) - len(marker.group(0).lstrip()), sentences[0][1])
+            spans.extend((s, e, block.kind) for s, e in sentences)
         elif any(ch.isalnum() for ch in text[block.start : block.end]):
             left = block.start + len(text[block.start : block.end]) - len(text[block.start : block.end].lstrip())
             spans.append((left, block.end, block.kind))
