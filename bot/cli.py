@@ -127,6 +127,47 @@ def cmd_kb_reindex(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
+    """The knowledge gaps App Home shows uploaders: refused and 👎 questions, most frequent first."""
+    if not 1 <= args.days <= 3650:
+        raise CliError(f"--days must be between 1 and 3650, not {args.days}")
+    with _bot(settings) as bot:
+        report = bot.knowledge_gaps(_cli(), days=args.days, kb=args.kb, limit=args.limit)
+    if args.json:
+        _print_json(report.to_json())
+        return EXIT_OK
+    print(format_gaps(report))
+    return EXIT_OK
+
+
+def format_gaps(report, now: float | None = None) -> str:
+    import time
+
+    from bot.core import FEEDBACK_REASONS
+
+    now = time.time() if now is None else now
+    scope = ", ".join(report.kbs) or "no knowledge bases"
+    lines = [f"Knowledge gaps — last {report.days} days ({scope}): {report.total} found"]
+    if not report.gaps:
+        lines.append(f"  No refused questions or 👎 answers in the last {report.days} days.")
+    for n, gap in enumerate(report.gaps, 1):
+        counts = []
+        if gap.refused:
+            counts.append(f"refused {gap.refused}×")
+        if gap.disliked:
+            reasons = ", ".join(f"{FEEDBACK_REASONS[r].lower()} {k}" for r, k in gap.reasons.items())
+            counts.append(f"👎 {gap.disliked}×" + (f" ({reasons})" if reasons else ""))
+        days = int(now // 86400) - int(gap.last_at // 86400)
+        last = "today" if days <= 0 else "yesterday" if days == 1 else f"{days} days ago"
+        when = time.strftime("%Y-%m-%d", time.gmtime(gap.last_at))
+        lines.append(f"{n:3}. {gap.question}")
+        lines.append(f"     {' · '.join(counts)} · last asked {last} ({when}) · {', '.join(gap.kbs)}")
+        lines += [f"     > {' '.join(c.split())}" for c in gap.comments]
+    if report.total > len(report.gaps):
+        lines.append(f"…and {report.total - len(report.gaps)} more (--limit N shows more)")
+    return "\n".join(lines)
+
+
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from bot.slack.server import cmd_serve as serve  # slack-bolt loads only for `serve`
 
@@ -182,6 +223,15 @@ def build_parser() -> argparse.ArgumentParser:
     kb_reindex = kb.add_parser("reindex", help="re-embed a knowledge base with the configured model")
     kb_reindex.add_argument("name")
     kb_reindex.set_defaults(handler=cmd_kb_reindex)
+
+    report = commands.add_parser(
+        "report", help="knowledge gaps: the most frequent refused and 👎 questions (what App Home shows uploaders)"
+    )
+    report.add_argument("--days", type=int, default=30, help="look back this many days (default 30)")
+    report.add_argument("--kb", default=None, help="only this knowledge base")
+    report.add_argument("--limit", type=int, default=50, help="gaps shown (default 50)")
+    report.add_argument("--json", action="store_true")
+    report.set_defaults(handler=cmd_report)
 
     serve = commands.add_parser("serve", help="run the Slack bot (Socket Mode with SLACK_APP_TOKEN, else HTTP on PORT)")
     serve.add_argument("--host", default="0.0.0.0", help="HTTP mode: interface to listen on")

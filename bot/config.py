@@ -47,6 +47,8 @@ class Settings(BaseSettings):
 
     admin_users: str = Field("", alias="KBBOT_ADMIN_USERS")
     max_upload_mb: float = Field(25.0, alias="KBBOT_MAX_UPLOAD_MB")
+    # A cited document whose live version is older than this is marked "possibly outdated" in Sources.
+    stale_after_days: float = Field(365.0, alias="KBBOT_STALE_AFTER_DAYS", gt=0)
     # What parsing one file may cost (tools.parsing.ParseLimits; a file over a limit is refused, naming it).
     max_pdf_pages: int = Field(2000, alias="KBBOT_MAX_PDF_PAGES", ge=1)
     parse_timeout_s: float = Field(60.0, alias="KBBOT_PARSE_TIMEOUT_S", gt=0)

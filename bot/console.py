@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 from bot.config import Settings
-from bot.core import USER_ERRORS, Answer, EmptyQuestion, KnowledgeBot, NotFound, Origin, Turn
+from bot.core import USER_ERRORS, Answer, Citation, EmptyQuestion, KnowledgeBot, NotFound, Origin, Turn
 
 CHAT_HELP = """Commands: /trace (rounds of the last answer), /kb NAME (pin a knowledge base), /kb (unpin),
 /kbs (list knowledge bases), /new (forget the conversation), /quit. Anything else is a question."""
@@ -55,13 +56,25 @@ def load_questions(path: str) -> list[dict]:
     return rows
 
 
+def trust_note(citation: Citation) -> str:
+    """' (updated 2026-03-14, uploaded by U…, possibly outdated)' — what Slack's Sources show, in words."""
+    parts = []
+    if isinstance(citation.updated_at, (int, float)):
+        parts.append(f"updated {datetime.fromtimestamp(citation.updated_at, UTC):%Y-%m-%d}")
+    if citation.uploaded_by:
+        parts.append(f"uploaded by {citation.uploaded_by}")
+    if citation.stale:
+        parts.append("possibly outdated")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def render_text(answer: Answer) -> str:
     lines = [answer.answer]
     if answer.citations:
         lines += ["", "Sources:"]
         for c in answer.citations:
             where = f", {c.location}" if c.location else ""
-            lines.append(f"  [{c.n}] {c.kb}/{c.document}{where} — “{c.excerpt}”")
+            lines.append(f"  [{c.n}] {c.kb}/{c.document}{where}{trust_note(c)} — “{c.excerpt}”")
     kbs = list(dict.fromkeys(c.kb for c in answer.citations)) or answer.searched_kbs or answer.route.kbs
     context = f"{', '.join(kbs) or 'no KB'} · {len(answer.rounds)} round(s) · {answer.mode}"
     lines += ["", f"({context}; {answer.timings_ms.get('total', 0):.0f} ms)"]

@@ -94,6 +94,7 @@ class SourceDocument:
     load: Callable[[], ParsedDocument]
     source_url: str | None = None
     label: str | None = None  # where it came from, for people (a path, a Slack link); defaults to the name
+    uploaded_by: str | None = None  # who handed it over (a Slack user id), stored with the version it becomes
 
 
 @dataclass
@@ -166,13 +167,18 @@ class Ingestor:
         self._record_origin(kb, report, origin)
         return report
 
-    def ingest_bytes(self, kb: str, name: str, data: bytes, source_url: str | None = None) -> IngestReport:
+    def ingest_bytes(
+        self, kb: str, name: str, data: bytes, source_url: str | None = None, uploaded_by: str | None = None
+    ) -> IngestReport:
         """Uploaded content (e.g. a Slack file): same checks and pipeline as files on disk."""
-        return self.ingest_uploads(kb, [(name, data, source_url)])
+        return self.ingest_uploads(kb, [(name, data, source_url)], uploaded_by=uploaded_by)
 
-    def ingest_uploads(self, kb: str, uploads: Sequence[tuple[str, bytes, str | None]]) -> IngestReport:
+    def ingest_uploads(
+        self, kb: str, uploads: Sequence[tuple[str, bytes, str | None]], uploaded_by: str | None = None
+    ) -> IngestReport:
         """Several uploads, (name, data, source_url) each, as one batch: two with the same name are both
-        refused (naming both), rather than the second silently replacing the first."""
+        refused (naming both), rather than the second silently replacing the first. `uploaded_by` (who
+        uploaded them) is stored with each document that goes live."""
         report = IngestReport(kb)
         sources: list[SourceDocument] = []
         limits = self.parse_limits
@@ -186,7 +192,12 @@ class Ingestor:
                 digest = content_hash(data)
                 sources.append(
                     SourceDocument(
-                        name, digest, lambda n=name, d=data: parse_isolated(Path(n), d, limits), source_url, label
+                        name,
+                        digest,
+                        lambda n=name, d=data: parse_isolated(Path(n), d, limits),
+                        source_url,
+                        label,
+                        uploaded_by,
                     )
                 )
             except UnreadableDocument as exc:
@@ -388,7 +399,13 @@ class Ingestor:
         chunks, vectors, unit_vectors = self._embed_chunks(kb, group, pendings, bar)
         nodes = [chunk_to_node(c, v.tolist()) for c, v in zip(chunks, vectors, strict=True)]
         items = [
-            (pending, prepared.source.content_hash, len(prepared.drafts), prepared.source.source_url)
+            (
+                pending,
+                prepared.source.content_hash,
+                len(prepared.drafts),
+                prepared.source.source_url,
+                prepared.source.uploaded_by,
+            )
             for prepared, pending in zip(group, pendings, strict=True)
         ]
         if unit_vectors is not None:

@@ -132,6 +132,9 @@ class DocumentRecord:
     live_hash: str | None
     live_chunks: int
     source_url: str | None
+    uploaded_by: str | None = None  # the Slack user who uploaded the live version (None: not a Slack upload)
+    published_at: float | None = None  # when the live version went live (epoch seconds)
+    updated_at: float | None = None  # when its state last changed (a new version went live, or failed)
 
 
 @dataclass(frozen=True)
@@ -283,9 +286,13 @@ class Registry:
                 with contextlib.suppress(sqlite3.OperationalError):  # another process just added it
                     db.execute("ALTER TABLE versions ADD COLUMN owner TEXT")
             # Where each document came from ("sync", "paths", "upload"; NULL: before origins were kept).
-            if "origin" not in {row["name"] for row in db.execute("PRAGMA table_info(documents)")}:
-                with contextlib.suppress(sqlite3.OperationalError):
-                    db.execute("ALTER TABLE documents ADD COLUMN origin TEXT")
+            # Who uploaded the live version from Slack (NULL: not a Slack upload, or before uploaders were kept)
+            # and when it went live (NULL: before that was kept; `updated_at` then stands in for it).
+            columns = {row["name"] for row in db.execute("PRAGMA table_info(documents)")}
+            for column, kind in (("origin", "TEXT"), ("uploaded_by", "TEXT"), ("published_at", "REAL")):
+                if column not in columns:
+                    with contextlib.suppress(sqlite3.OperationalError):  # another process just added it
+                        db.execute(f"ALTER TABLE documents ADD COLUMN {column} {kind}")
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -414,6 +421,9 @@ class Registry:
             row["live_hash"],
             row["live_chunks"],
             row["source_url"],
+            row["uploaded_by"],
+            (row["published_at"] or row["updated_at"]) if row["live_version"] is not None else None,
+            row["updated_at"],
         )
 
     def set_origin(self, kb: str, names: list[str], origin: str | None) -> None:
@@ -516,12 +526,14 @@ class Registry:
         chunks: int,
         source_url: str | None,
         collection: str | None = None,
+        uploaded_by: str | None = None,
     ) -> Published:
         """Flip the new version live in one transaction (see publish_versions)."""
-        return self.publish_versions([(pending, content_hash, chunks, source_url)], collection=collection)[0]
+        item = (pending, content_hash, chunks, source_url, uploaded_by)
+        return self.publish_versions([item], collection=collection)[0]
 
     def publish_versions(
-        self, items: list[tuple[PendingVersion, str, int, str | None]], collection: str | None = None
+        self, items: list[tuple[PendingVersion, str, int, str | None, str | None]], collection: str | None = None
     ) -> list[Published]:
         """Flip several new versions live in one transaction, as a compare-and-set.
 
@@ -529,6 +541,9 @@ class Registry:
         unless the KB still uses that collection: CollectionChanged is raised, nothing is written, and
         the versions stay in flight for the caller to write again or abandon. A KB that no longer
         exists raises RegistryConflict the same way.
+
+        Each item is (pending, content hash, chunks, source URL, uploader): the uploader is stored with the
+        version that goes live (None clears it: a version from the command line has no Slack uploader).
 
         Per version, it goes live only if it is still `processing` and its document still exists and
         has no newer live version; otherwise it ends `failed` here, with the reason in its Published
@@ -543,7 +558,7 @@ class Registry:
                     raise RegistryConflict(f"knowledge base {kb!r} was deleted while this was being ingested")
                 if collection is not None and row["collection"] != collection:
                     raise CollectionChanged(kb, collection, row["collection"])
-            for pending, content_hash, chunks, source_url in items:
+            for pending, content_hash, chunks, source_url, uploaded_by in items:
                 conflict = self._publish_conflict(db, pending)
                 if conflict is not None:
                     db.execute(
@@ -566,9 +581,19 @@ class Registry:
                 )
                 db.execute(
                     """UPDATE documents SET state = 'ready', error = NULL, live_version = ?, live_hash = ?,
-                       live_chunks = ?, source_url = COALESCE(?, source_url), updated_at = ?
-                       WHERE kb = ? AND name = ?""",
-                    (pending.version, content_hash, chunks, source_url, now, pending.kb, pending.document),
+                       live_chunks = ?, source_url = COALESCE(?, source_url), uploaded_by = ?, updated_at = ?,
+                       published_at = ? WHERE kb = ? AND name = ?""",
+                    (
+                        pending.version,
+                        content_hash,
+                        chunks,
+                        source_url,
+                        uploaded_by,
+                        now,
+                        now,
+                        pending.kb,
+                        pending.document,
+                    ),
                 )
                 results.append(Published(pending, old["live_version"] if old else None))
             # The flip's last statement (fault tests stop inside the transaction right here).

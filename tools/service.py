@@ -264,14 +264,19 @@ class KnowledgeService:
         self.open_kb(kb)
         return self.ingestor.ingest_paths(kb, paths, progress=progress)
 
-    def ingest_bytes(self, kb: str, name: str, data: bytes, source_url: str | None = None) -> IngestReport:
+    def ingest_bytes(
+        self, kb: str, name: str, data: bytes, source_url: str | None = None, uploaded_by: str | None = None
+    ) -> IngestReport:
         self.open_kb(kb)
-        return self.ingestor.ingest_bytes(kb, name, data, source_url)
+        return self.ingestor.ingest_bytes(kb, name, data, source_url, uploaded_by)
 
-    def ingest_uploads(self, kb: str, uploads: list[tuple[str, bytes, str | None]]) -> IngestReport:
-        """Several uploads as one batch (name, data, source_url): a name used twice is refused for both."""
+    def ingest_uploads(
+        self, kb: str, uploads: list[tuple[str, bytes, str | None]], uploaded_by: str | None = None
+    ) -> IngestReport:
+        """Several uploads as one batch (name, data, source_url): a name used twice is refused for both;
+        `uploaded_by` (a Slack user id) is stored with each document that goes live."""
         self.open_kb(kb)
-        return self.ingestor.ingest_uploads(kb, uploads)
+        return self.ingestor.ingest_uploads(kb, uploads, uploaded_by)
 
     def sync(self, progress: bool = False, keep_missing: bool = False) -> list[IngestReport]:
         """Ingest every declared KB's docs/ folder; unchanged files cost nothing.

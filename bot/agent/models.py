@@ -46,6 +46,24 @@ class Citation:
     score: float
     location: str
     source_url: str | None = None
+    # Trust signals, filled in by the application layer from the document registry: when the cited
+    # document's live version went live (epoch seconds), who uploaded it from Slack, and whether it is
+    # older than KBBOT_STALE_AFTER_DAYS.
+    updated_at: float | None = None
+    uploaded_by: str | None = None
+    stale: bool = False
+
+
+@dataclass
+class EvidenceNote:
+    """One retrieved chunk as a round's trace keeps it: enough to show where it came from and how it scored."""
+
+    chunk_id: str
+    kb: str
+    document: str
+    location: str
+    score: float
+    cosine: float
 
 
 @dataclass
@@ -64,6 +82,7 @@ class RoundTrace:
     top_scores: dict[str, float] = field(default_factory=dict)
     evidence_ids: list[str] = field(default_factory=list)
     policy: str = "offline"  # which policy graded this round: "offline" | "llm"
+    evidence: list[EvidenceNote] = field(default_factory=list)  # the round's best chunks (TRACE_EVIDENCE)
 
 
 @dataclass

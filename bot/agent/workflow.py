@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from bot.agent import grading, messages
 from bot.agent.fallback import LlmAccess, Outcome
 from bot.agent.llm import Deadline
-from bot.agent.models import Answer, Citation, KbTarget, RoundTrace, Route, Status, Turn
+from bot.agent.models import Answer, Citation, EvidenceNote, KbTarget, RoundTrace, Route, Status, Turn
 from bot.agent.probing import evidence_of
 from tools.search import Evidence
 
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_ROUNDS = 3
+TRACE_EVIDENCE = 5  # chunks per round kept in the trace ("how I found this")
 
 
 # --- what flows between the steps -------------------------------------------------------------
@@ -255,6 +256,17 @@ class AnswerWorkflow(Workflow):
             top_scores={e.chunk_id: round(e.score, 4) for e in ev.evidence[:3]},
             evidence_ids=[e.chunk_id for e in ev.evidence],
             policy=graded.policy,
+            evidence=[
+                EvidenceNote(
+                    e.chunk_id,
+                    e.chunk.kb,
+                    e.chunk.document,
+                    e.chunk.location,
+                    round(float(e.score), 4),
+                    round(float(e.cosine), 4),
+                )
+                for e in ev.evidence[:TRACE_EVIDENCE]
+            ],
         )
         trace = trace.noting(graded).but(searched=tuple(searched), rounds=(*trace.rounds, checked))
         await ctx.store.set_state(trace.timed("grade", started))

@@ -2,12 +2,15 @@
 
 from bot.core.bot import KnowledgeBot
 from bot.core.errors import USER_ERRORS, AccessDenied, EmptyQuestion, KnowledgeBaseError, NotFound
+from bot.core.gaps import FEEDBACK_REASONS, Gap, GapsReport
 from bot.core.models import (
     SUPPORTED_SUFFIXES,
     Answer,
     AskResult,
     Citation,
     DocView,
+    EvidenceNote,
+    HomeView,
     IngestReport,
     KbView,
     Turn,
@@ -15,16 +18,23 @@ from bot.core.models import (
     shorten,
 )
 from bot.core.origin import Origin, Surface
+from bot.core.traces import AnswerTrace, TracedRound
 
 __all__ = [
+    "FEEDBACK_REASONS",
     "SUPPORTED_SUFFIXES",
     "USER_ERRORS",
     "AccessDenied",
     "Answer",
+    "AnswerTrace",
     "AskResult",
     "Citation",
     "DocView",
     "EmptyQuestion",
+    "EvidenceNote",
+    "Gap",
+    "GapsReport",
+    "HomeView",
     "IngestReport",
     "KbView",
     "KnowledgeBaseError",
@@ -32,6 +42,7 @@ __all__ = [
     "NotFound",
     "Origin",
     "Surface",
+    "TracedRound",
     "Turn",
     "Upload",
     "shorten",

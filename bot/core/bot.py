@@ -14,18 +14,22 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bot.agent.models import KbTarget, Turn
+from bot.agent.models import Answer, KbTarget, Turn
 from bot.config import Settings
 from bot.core import permissions
 from bot.core.errors import AccessDenied, NotFound
-from bot.core.models import AskResult, Citation, DocView, IngestReport, KbView, Upload
+from bot.core.gaps import DEFAULT_DAYS, FEEDBACK_REASONS, MAX_DAYS, GapsReport, clean_comment, merge_gaps
+from bot.core.models import AskResult, Citation, DocView, HomeView, IngestReport, KbView, Upload
 from bot.core.origin import Origin
 from bot.core.permissions import MembershipLookup
 from bot.core.records import Records
+from bot.core.traces import AnswerTrace, BrokenRecord
+from bot.core.trust import annotate
 from tools.embeddings import Embedder
 from tools.manifests import KnowledgeBaseManifest
 from tools.search import Evidence
 from tools.service import DocumentNotFound, KbEntry, KbSummary, KnowledgeService
+from tools.store import KnowledgeBaseError
 
 if TYPE_CHECKING:
     from bot.agent.engine import AnswerEngine
@@ -33,6 +37,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DECLARATIONS_CHECK_S = 2.0
+MEMBERSHIP_UNKNOWN = (
+    "Your channel memberships could not be checked just now, so knowledge bases restricted to some channels "
+    "are not shown. Try again in a minute."
+)
+GAPS_SHOWN = 20
 
 
 class KnowledgeBot:
@@ -43,11 +52,13 @@ class KnowledgeBot:
         membership: MembershipLookup | None = None,
         service: KnowledgeService | None = None,
         wrap_embedder: Callable[[Embedder], Embedder] | None = None,
+        clock: Callable[[], float] = time.time,
     ):
         self.settings = settings
         self.service = service or KnowledgeService(settings.tools, wrap_embedder=wrap_embedder)
         self.membership = membership
         self.admins = frozenset(settings.admin_user_ids)
+        self.clock = clock  # wall time, for how old a cited document is
         self.records = Records(settings.data_dir.expanduser() / "records.sqlite3")  # opened on first use
         self._engine: AnswerEngine | None = None
         self._engine_lock = threading.Lock()
@@ -116,20 +127,34 @@ class KnowledgeBot:
         return self.service.catalog()
 
     def _member_of(self, origin: Origin, entries: dict[str, KbEntry]) -> frozenset[str]:
+        return self._memberships(origin, entries)[0]
+
+    def _memberships(self, origin: Origin, entries: dict[str, KbEntry]) -> tuple[frozenset[str], str | None]:
+        """The restricted KBs' channels this person is in, and why none are known when the lookup failed."""
         if not origin.private or not origin.user or self.membership is None:
-            return frozenset()
+            return frozenset(), None
         channels = permissions.restricted_channels(entries)
         if not channels:
-            return frozenset()
+            return frozenset(), None
         try:
-            return self.membership.channels_of(origin.user, channels)
+            return self.membership.channels_of(origin.user, channels), None
         except Exception as exc:  # fail closed: no restricted KB in this DM
             log.warning("channel membership of %s could not be checked (%s); restricted KBs skipped", origin.user, exc)
-            return frozenset()
+            return frozenset(), MEMBERSHIP_UNKNOWN
 
-    def _readable(self, origin: Origin, entries: dict[str, KbEntry]) -> list[str]:
-        member_of = self._member_of(origin, entries)
+    def _readable(
+        self, origin: Origin, entries: dict[str, KbEntry], member_of: frozenset[str] | None = None
+    ) -> list[str]:
+        if member_of is None:
+            member_of = self._member_of(origin, entries)
         return [name for name, e in entries.items() if permissions.may_read(origin, e, member_of)]
+
+    @staticmethod
+    def _searched_first(origin: Origin, entries: dict[str, KbEntry], readable: Iterable[str]) -> list[str]:
+        """The origin's channel's own KBs (in the assistant pane: the channel the user is looking at), only
+        those it may read: a channel in view never adds a KB, it only says which to search first."""
+        readable = set(readable)
+        return [name for name in permissions.searched_first(origin, entries) if name in readable]
 
     def _entry_to_change(self, origin: Origin, kb: str) -> KbEntry:
         """The KB, if this origin may change it. A KB it may not even see is reported as not existing."""
@@ -171,7 +196,7 @@ class KnowledgeBot:
                 notes.append(f"{name} was not searched: {entry.model_problem}")
                 continue
             targets.append(KbTarget(name, entry.description))
-        first = [name for name in permissions.searched_first(origin, entries) if name in readable]
+        first = self._searched_first(origin, entries, readable)
         answer = self.engine.answer(
             question,
             history,
@@ -182,8 +207,16 @@ class KnowledgeBot:
             deadline=self.settings.question_deadline_s,
         )
         answer.notes.extend(notes)
+        self._add_trust_signals(answer)
         answer_id = self.records.log_answer(origin, answer) if origin.recorded else None
         return AskResult(answer, answer_id)
+
+    def _add_trust_signals(self, answer: Answer) -> None:
+        """When each cited document was last updated, who uploaded it, whether it is old (bot.core.trust)."""
+        try:
+            annotate(answer.citations, self.service.documents, self.clock(), self.settings.stale_after_days)
+        except Exception as exc:  # the answer still goes out, without the signals; the log says why
+            log.warning("trust signals of the citations could not be read: %s", exc)
 
     def standalone_query(self, question: str, history: Sequence[Turn]) -> str:
         """The follow-up rewritten as a question that stands alone (what `ask` searches with)."""
@@ -230,12 +263,23 @@ class KnowledgeBot:
     def visible_kbs(self, origin: Origin) -> list[KbView]:
         """The KBs this origin may read (for /kb list and the console), with their documents."""
         entries = self._snapshot()
+        return self._kb_views(origin, entries, self._readable(origin, entries))
+
+    def _kb_views(self, origin: Origin, entries: dict[str, KbEntry], readable: Sequence[str]) -> list[KbView]:
         views = []
-        for name in self._readable(origin, entries):
+        for name in readable:
             entry = entries[name]
             may_upload = permissions.may_change(origin, entry, self.admins)
+            # "Last updated" is when the live content was published, as in the Sources of an answer.
             documents = tuple(
-                DocView(d.name, d.state, d.live_chunks if d.live_version else 0, d.error, d.source_url)
+                DocView(
+                    d.name,
+                    d.state,
+                    d.live_chunks if d.live_version else 0,
+                    d.error,
+                    d.source_url,
+                    d.published_at if d.live_version is not None else d.updated_at,
+                )
                 for d in (self.service.documents(name) if entry.exists else [])
             )
             # A broken declaration is news for the people who can fix it; everyone is told a KB is not searched.
@@ -254,6 +298,63 @@ class KnowledgeBot:
             )
         return views
 
+    def searched_first(self, origin: Origin) -> list[str]:
+        """The KBs this origin's channel searches first, among those it may read (the assistant pane's
+        suggested prompts start with them)."""
+        entries = self._snapshot()
+        return self._searched_first(origin, entries, self._readable(origin, entries))
+
+    # --- knowledge gaps and App Home -------------------------------------------------------------
+
+    def knowledge_gaps(
+        self, origin: Origin, days: int = DEFAULT_DAYS, kb: str | None = None, limit: int = GAPS_SHOWN
+    ) -> GapsReport:
+        """The most frequent refused and 👎 questions of the last `days` days, of the KBs whose gaps this
+        origin may see (`kb`: of that one only; NotFound when it may not see it)."""
+        if not 1 <= days <= MAX_DAYS:
+            raise KnowledgeBaseError(f"days must be between 1 and {MAX_DAYS}, not {days}")
+        entries = self._snapshot()
+        member_of = self._member_of(origin, entries)
+        return self._gaps(origin, entries, member_of, days, kb, limit)
+
+    def _gaps(
+        self,
+        origin: Origin,
+        entries: dict[str, KbEntry],
+        member_of: frozenset[str],
+        days: int,
+        kb: str | None,
+        limit: int,
+    ) -> GapsReport:
+        readable = self._readable(origin, entries, member_of)
+        mine = [n for n in readable if permissions.may_see_gaps(origin, entries[n], self.admins, member_of)]
+        if kb is not None:
+            if kb not in mine:
+                if kb in readable:
+                    uploaders = entries[kb].manifest.uploaders if entries[kb].manifest else ()
+                    raise AccessDenied(f"only the uploaders of {kb!r} and admins can see its knowledge gaps", uploaders)
+                raise NotFound(self._no_such_kb(origin, kb, entries))
+            mine = [kb]
+        since = time.time() - days * 86400
+        gaps, total = merge_gaps(
+            self.records.gap_rows(mine, since),
+            self.records.gap_comments(mine, since),
+            lambda scope: permissions.may_see_gap_of(scope, readable),
+            mine,
+            limit,
+        )
+        return GapsReport(days, since, tuple(mine), tuple(gaps), total)
+
+    def home(self, origin: Origin, days: int = DEFAULT_DAYS, limit: int = GAPS_SHOWN) -> HomeView:
+        """App Home for one person: the KBs they may read; for the KBs they may change, the knowledge gaps."""
+        entries = self._snapshot()
+        member_of, note = self._memberships(origin, entries)
+        readable = self._readable(origin, entries, member_of)
+        views = self._kb_views(origin, entries, readable)
+        mine = any(permissions.may_see_gaps(origin, entries[n], self.admins, member_of) for n in readable)
+        gaps = self._gaps(origin, entries, member_of, days, None, limit) if mine else None
+        return HomeView(tuple(views), gaps, note)
+
     def summaries(self, origin: Origin) -> list[KbSummary]:
         """Document and chunk counts per KB (`kbbot kb list`); works while another process owns the store."""
         readable = set(self._readable(origin, self._snapshot()))
@@ -266,10 +367,42 @@ class KnowledgeBot:
     def answer_record(self, answer_id: str) -> dict | None:
         return self.records.find_answer(answer_id)
 
+    def trace(self, origin: Origin, answer_id: str) -> AnswerTrace:
+        """How a recorded answer was found, from its stored record, for someone who may see it here
+        (`permissions.may_see_trace`). NotFound when there is no readable record of it; AccessDenied
+        when it names a KB this origin may not read here (or was given privately to someone else)."""
+        record = self.records.find_answer(answer_id)
+        if record is None:
+            raise NotFound(f"no recorded answer {answer_id!r}")
+        try:
+            trace = AnswerTrace.from_record(record)
+        except BrokenRecord as exc:
+            log.warning("%s", exc)
+            raise NotFound(f"the record of answer {answer_id!r} cannot be read") from None
+        entries = self._snapshot()
+        if not permissions.may_see_trace(origin, trace.asked_in, trace.kbs, entries, self._member_of(origin, entries)):
+            raise AccessDenied("this answer drew on knowledge this origin may not read")
+        return trace
+
     def record_feedback(
         self, origin: Origin, answer_id: str, value: str, message_ts: str | None = None, reason: str | None = None
     ) -> None:
         self.records.log_feedback(answer_id, value, origin, message_ts, reason)
+
+    def record_feedback_reason(
+        self,
+        origin: Origin,
+        answer_id: str,
+        reason: str | None,
+        comment: str | None = None,
+        message_ts: str | None = None,
+    ) -> None:
+        """Why this person's 👎 on an answer: one of FEEDBACK_REASONS and/or a comment, kept with that 👎."""
+        if reason is not None and reason not in FEEDBACK_REASONS:
+            raise KnowledgeBaseError(f"unknown reason {reason!r} (one of: {', '.join(FEEDBACK_REASONS)})")
+        if reason is None and clean_comment(comment) is None:
+            return  # nothing to add: the plain 👎 stays as it was
+        self.records.set_feedback_reason(answer_id, origin, reason, comment, message_ts)
 
     # --- changing ------------------------------------------------------------------------------
 
@@ -285,7 +418,9 @@ class KnowledgeBot:
         """Add documents to a KB as one batch: a document of the same name is replaced; two uploads with one
         name are both refused (neither silently replaces the other)."""
         self._entry_to_change(origin, kb)
-        return self.service.ingest_uploads(kb, [(u.name, u.data, u.source_url) for u in uploads])
+        return self.service.ingest_uploads(
+            kb, [(u.name, u.data, u.source_url) for u in uploads], uploaded_by=None if origin.trusted else origin.user
+        )
 
     def ingest_paths(self, origin: Origin, kb: str, paths: Sequence[Path], progress: bool = False) -> IngestReport:
         self._entry_to_change(origin, kb)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.agent.models import Answer, Citation, RoundTrace, Route, Turn
+from bot.agent.models import Answer, Citation, EvidenceNote, RoundTrace, Route, Turn
+from bot.core.gaps import Gap, GapsReport
 from tools.ingest import DocumentResult, IngestReport
 from tools.parsing import SUPPORTED_SUFFIXES
 from tools.text import shorten
@@ -23,6 +24,7 @@ class DocView:
     chunks: int
     error: str | None
     source_url: str | None
+    updated_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,25 @@ class KbView:
     def chunks(self) -> int:
         return sum(d.chunks for d in self.documents if d.state == "ready")
 
+    @property
+    def last_updated(self) -> float | None:
+        """When a document of it last went live."""
+        return max((d.updated_at for d in self.documents if d.state == "ready" and d.updated_at), default=None)
+
+    @property
+    def failed_documents(self) -> tuple[DocView, ...]:
+        """Documents that failed, and live ones whose last update failed (their error says so)."""
+        return tuple(d for d in self.documents if d.state == "failed" or (d.state == "ready" and d.error))
+
+
+@dataclass(frozen=True)
+class HomeView:
+    """What App Home shows one person: the KBs they may read and, for the ones they may change, the gaps."""
+
+    kbs: tuple[KbView, ...]
+    gaps: GapsReport | None  # None: they may change no KB
+    note: str | None = None  # e.g. memberships could not be checked (restricted KBs left out)
+
 
 @dataclass(frozen=True)
 class Upload:
@@ -62,6 +83,10 @@ __all__ = [
     "Citation",
     "DocView",
     "DocumentResult",
+    "EvidenceNote",
+    "Gap",
+    "GapsReport",
+    "HomeView",
     "IngestReport",
     "KbView",
     "RoundTrace",

@@ -12,6 +12,7 @@ class Surface(StrEnum):
     CHANNEL = "channel"  # a Slack channel (or a thread in one)
     DM = "dm"  # a direct message with the bot
     ASSISTANT = "assistant"  # Slack's assistant pane (a DM-like thread, with the channel the user is viewing)
+    HOME = "home"  # the app's Home tab: one person, no conversation
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,10 @@ class Origin:
     ) -> Origin:
         return cls(Surface.ASSISTANT, channel=channel, user=user, thread_ts=thread_ts, context_channel=context_channel)
 
+    @classmethod
+    def slack_home(cls, user: str) -> Origin:
+        return cls(Surface.HOME, user=user)
+
     @property
     def trusted(self) -> bool:
         """A local surface run by whoever runs kbbot (no Slack user to check)."""
@@ -53,7 +58,7 @@ class Origin:
     @property
     def private(self) -> bool:
         """A conversation with one person, where KBs follow that person's channel memberships."""
-        return self.surface in (Surface.DM, Surface.ASSISTANT)
+        return self.surface in (Surface.DM, Surface.ASSISTANT, Surface.HOME)
 
     @property
     def recorded(self) -> bool:

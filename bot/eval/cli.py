@@ -9,7 +9,7 @@ from pathlib import Path
 
 
 def add_parser(commands) -> None:
-    ev = commands.add_parser("eval", help="benchmarks: retrieval, routing, abstention, multiturn, all")
+    ev = commands.add_parser("eval", help="benchmarks: retrieval, routing, abstention, multiturn, company, all")
     sub = ev.add_subparsers(dest="eval_command", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
@@ -49,6 +49,15 @@ def add_parser(commands) -> None:
     m.add_argument("--canard-limit", type=int, default=0, help="an evenly spread sample of N CANARD rows (0: all)")
     common(m)
 
+    co = sub.add_parser("company", help="everyday Slack questions, threads, Chinese and out-of-KB on the sample KBs")
+    co.add_argument("--split", default="test", choices=("dev", "test", "all"), help="tune on dev; report test")
+    co.add_argument("--dump", type=Path, default=None, help="per-case JSON lines (default: DATA/company-SPLIT.jsonl)")
+    co.add_argument("--limit", type=int, default=0, help="an evenly spread sample of N cases (0: all)")
+    co.add_argument(
+        "--questions", type=Path, default=None, help="a folder of *.jsonl cases (default: benchmarks/company/questions)"
+    )
+    common(co)
+
     al = sub.add_parser("all", help="every benchmark; writes docs/benchmarks.md (what `make bench` runs)")
     al.add_argument("--output", type=Path, default=None, help="markdown report (default: docs/benchmarks.md)")
     al.add_argument("--ingest-sample", type=int, default=500)
@@ -57,6 +66,16 @@ def add_parser(commands) -> None:
 
 
 def handle(args: argparse.Namespace, settings) -> int:
+    from bot.eval.datasets import DatasetError
+
+    try:
+        return _run(args, settings)
+    except DatasetError as exc:  # a missing or malformed dataset: say which file and why, no traceback
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace, settings) -> int:
     from bot.eval.workspace import EvalWorkspace
 
     ws = EvalWorkspace(settings, args.data_dir, use_cache=not args.no_cache, progress=not args.json)
@@ -92,6 +111,11 @@ def handle(args: argparse.Namespace, settings) -> int:
             eval_multiturn(ws, args.dataset, args.canard, args.limit, args.fresh, args.canard_limit),
             format_multiturn,
         )
+    if command == "company":
+        from bot.eval.company import QUESTIONS_DIR, eval_company, format_company
+
+        result = eval_company(ws, args.split, args.limit, args.fresh, args.dump, args.questions or QUESTIONS_DIR)
+        return _emit(args, result, format_company)
     if command == "all":
         from bot.eval.report import run_all
 

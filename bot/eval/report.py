@@ -25,6 +25,7 @@ COMMANDS = [
     "kbbot eval routing --datasets scifact,cranfield,cisi",
     "kbbot eval abstention --dataset squad2-sample",
     "kbbot eval multiturn --dataset mtrag-un      # includes canard-dev token F1",
+    "kbbot eval company --split test              # --split dev to tune; --dump PATH for the per-case lines",
     "kbbot eval all                               # = make bench; writes this file",
 ]
 TARGETS = {"scifact": 0.74, "cranfield": 0.43, "cisi": 0.46}
@@ -48,6 +49,7 @@ def machine() -> str:
 
 def run_all(ws: EvalWorkspace, output: Path | None = None, ingest_sample: int = 500, fresh: bool = False) -> dict:
     from bot.eval.abstention import eval_abstention
+    from bot.eval.company import eval_company
     from bot.eval.multiturn import eval_multiturn
     from bot.eval.retrieval import eval_retrieval
     from bot.eval.routing import eval_routing
@@ -60,6 +62,7 @@ def run_all(ws: EvalWorkspace, output: Path | None = None, ingest_sample: int = 
     results["routing"] = eval_routing(ws, list(RETRIEVAL_DATASETS), "test", fresh)
     results["abstention"] = eval_abstention(ws, "squad2-sample", fresh=fresh)
     results["multiturn"] = eval_multiturn(ws, "mtrag-un", "canard-dev", fresh=fresh)
+    results["company"] = eval_company(ws, "all", fresh=fresh)  # both splits in one pass; goals are on test
     results["elapsed_s"] = round(time.time() - started, 1)
     results["markdown"] = render(results)
     path = output or REPO_ROOT / "docs" / "benchmarks.md"
@@ -106,6 +109,13 @@ def _targets(results: dict) -> list[str]:
         row("routing top-1, MTRAG-UN, condensed query", "≥ 0.97", v, v >= 0.97)
         ratio = mt.get("condensed_vs_raw_recall")
         row("MTRAG-UN recall@5 condensed / raw", "≥ 1.3×", ratio, None if ratio is None else ratio >= 1.3, "{:.2f}×")
+    company = results.get("company")
+    if company:
+        from bot.eval.company import goal_rows
+
+        for name, target, value in goal_rows(company):
+            met = None if value is None else value >= target
+            row(f"company questions (test split): {name}", f"≥ {target:.2f}", value, met)
     sci = retrieval.get("scifact")
     if sci:
         ing = sci.get("ingest") or {}
@@ -122,6 +132,7 @@ def _targets(results: dict) -> list[str]:
 
 def render(results: dict) -> str:
     from bot.eval.abstention import format_abstention
+    from bot.eval.company import format_company
     from bot.eval.multiturn import format_multiturn
     from bot.eval.retrieval import format_ingest, format_table
     from bot.eval.routing import format_routing
@@ -164,4 +175,11 @@ def render(results: dict) -> str:
         out += ["## Abstention (SQuAD 2.0 sample)", "", format_abstention(results["abstention"]), ""]
     if "multiturn" in results:
         out += ["## Multi-turn (MTRAG-UN, CANARD)", "", format_multiturn(results["multiturn"]), ""]
+    if "company" in results:
+        out += [
+            "## Company questions (the sample KBs, asked as colleagues ask in Slack)",
+            "",
+            format_company(results["company"]),
+            "",
+        ]
     return "\n".join(out)

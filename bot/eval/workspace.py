@@ -6,13 +6,13 @@ import hashlib
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
 
 from bot.config import Settings, load_settings
-from bot.core import KnowledgeBot, Origin
+from bot.core import IngestReport, KnowledgeBot, Origin
 from bot.eval.embcache import CachingEmbedder, EmbeddingCache
 
 
@@ -93,6 +93,42 @@ class EvalWorkspace:
         fresh: bool = False,
     ) -> KbBuild:
         """The KB holding exactly these (name, title, text) records, ingested by the real pipeline."""
+        return self._ensure(
+            kb,
+            description,
+            corpus_digest,
+            len(records),
+            lambda: self.bot.ingest_records(self.origin, kb, records, progress=self.progress),
+            fresh,
+        )
+
+    def ensure_kb_from_folder(self, kb: str, description: str, folder: Path, fresh: bool = False) -> KbBuild:
+        """The KB holding exactly the documents of `folder` (named as in it), ingested from the files as a
+        person's `kbbot ingest` would: parsed by the real parser, so pdf, docx and html count too."""
+        files = sorted(p for p in folder.rglob("*") if p.is_file())
+        digest = hashlib.sha256()
+        for path in files:
+            digest.update(str(path.relative_to(folder)).encode())
+            digest.update(b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+        return self._ensure(
+            kb,
+            description,
+            digest.hexdigest(),
+            len(files),
+            lambda: self.bot.ingest_paths(self.origin, kb, [folder], progress=self.progress),
+            fresh,
+        )
+
+    def _ensure(
+        self,
+        kb: str,
+        description: str,
+        corpus_digest: str,
+        documents: int,
+        ingest: Callable[[], IngestReport],
+        fresh: bool,
+    ) -> KbBuild:
         fingerprint = pipeline_fingerprint(corpus_digest, self.embedder.model_name, description)
         sidecar = self.dir / "kbs" / f"{kb}.json"
         if not fresh and sidecar.is_file() and self.bot.kb_exists(kb):
@@ -103,10 +139,10 @@ class EvalWorkspace:
         if self.bot.kb_exists(kb):
             self.bot.delete_kb(self.origin, kb)
         self.bot.create_kb(self.origin, kb, description)
-        self.log(f"[{kb}] ingesting {len(records)} documents through the kbbot pipeline…")
+        self.log(f"[{kb}] ingesting {documents} documents through the kbbot pipeline…")
         hits0, misses0 = self.embedder.counters()
         started = time.perf_counter()
-        report = self.bot.ingest_records(self.origin, kb, records, progress=self.progress)
+        report = ingest()
         elapsed = time.perf_counter() - started
         hits1, misses1 = self.embedder.counters()
         if not report.ok:
@@ -115,7 +151,7 @@ class EvalWorkspace:
         build = KbBuild(
             kb,
             fingerprint,
-            len(records),
+            documents,
             report.embedded_chunks,
             round(elapsed, 2),
             hits1 - hits0,

@@ -32,6 +32,7 @@ from bot.slack.deps import SlackDeps, build_deps
 from bot.slack.idempotency import deduplicate_deliveries
 from bot.slack.listeners import register_listeners
 from bot.slack.membership import SlackMembership
+from bot.slack.people import SlackPeople
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,7 @@ def build_slack(
         bot = KnowledgeBot(settings)
     bot.membership = SlackMembership(client)
     deps = build_deps(settings, bot)
+    deps.people = SlackPeople(client)
     try:
         app = App(
             client=client,  # carries the token; passing both only logs a warning

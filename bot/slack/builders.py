@@ -29,7 +29,21 @@ HELP = """*`/kb` — the knowledge-base bot*
 • `/kb upload [kb]` — add documents (a form with a file picker; uploaders only)
 • `/kb delete <kb> <document>` — remove a document (uploaders only)
 • `/kb help` — this message
-You can also @mention me in a channel, DM me, or drop files into a DM with me and name the KB."""
+You can also @mention me in a channel, DM me, or drop files into a DM with me and name the KB.
+Under every answer, *How I found this* shows only you how it was found: the standalone query, the KBs
+considered, each round and its best passages. Sources say when each document was last updated and who
+uploaded it; :warning: marks one that may be outdated.
+My *Home* tab shows the knowledge bases you can read; their uploaders also see failed documents, an Upload button
+and the knowledge gaps (questions I couldn't answer, answers marked 👎 — say why in the form a 👎 opens).
+Or open me in Slack's *assistant pane*: I search the KBs of the channel you're looking at first (if you may
+read them).
+Files attached to a question are not read: add documents with `/kb upload`."""
+
+FILES_NOT_READ = (
+    ":paperclip: I don't read files attached to a question — I answer from the knowledge bases only. "
+    "To add a document to a knowledge base, use `/kb upload` or drop the file into a direct message with me "
+    "(outside an assistant thread) and name the KB (uploaders only)."
+)
 
 UPLOAD_CALLBACK_ID = "kb_upload"
 KB_BLOCK, KB_ACTION = "kb", "kb_select"

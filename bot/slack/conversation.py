@@ -16,7 +16,8 @@ from itertools import islice
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.core import EmptyQuestion, KnowledgeBaseError, Origin, Turn
+from bot.core import Answer, EmptyQuestion, KnowledgeBaseError, Origin, Turn
+from bot.slack import builders
 from bot.slack.deps import SlackDeps
 from bot.slack.markup import clean_text
 from bot.slack.render import RenderedAnswer, render_answer, render_error, shorten
@@ -33,6 +34,10 @@ GREETING = (
 BUSY = ":hourglass: I'm answering a lot of questions right now — please ask again in a minute."
 FAILED = "Sorry — something went wrong while answering. Please try again in a moment."
 REPLY_EVENT = "kbbot_reply"
+GREETING_EVENT = "kbbot_greeting"  # the assistant pane's greeting: not a turn of the conversation
+NOTICE_EVENT = "kbbot_notice"  # a one-line notice (attachments are not read): not a turn either
+ASSISTANT = "assistant"  # Question.surface of a question asked in the assistant pane
+TITLE_CHARS = 80
 UNAVAILABLE = "I can't reach the knowledge bases right now. Please try again in a minute."
 
 
@@ -54,10 +59,12 @@ class Question:
     thread_ts: str | None  # the thread the message is in, if any
     is_dm: bool
     team: str | None
-    surface: str  # "mention" | "dm" | "thread"
+    surface: str  # "mention" | "dm" | "thread" | "assistant"
     bot_user_id: str | None = None
     bot_id: str | None = None
     replies: list[dict] | None = None  # the thread, when already fetched
+    context_channel: str | None = None  # assistant pane: the channel the user is looking at
+    has_files: bool = False  # files came with the question (they are not read: the asker is told so)
 
     @property
     def key(self) -> str:
@@ -85,12 +92,22 @@ class Question:
         )
 
     @property
+    def notice_metadata(self) -> dict:
+        return {"event_type": NOTICE_EVENT, "event_payload": {"question_ts": self.ts}}
+
+    @property
     def reply_ts(self) -> str:
         """Replies always go in the message's thread (a new one for a top-level message)."""
         return self.thread_ts or self.ts
 
     @property
+    def in_pane(self) -> bool:
+        return self.surface == ASSISTANT
+
+    @property
     def origin(self) -> Origin:
+        if self.in_pane:
+            return Origin.slack_assistant(self.channel, self.user, self.reply_ts, self.context_channel)
         if self.is_dm:
             return Origin.slack_dm(self.channel, self.user, self.reply_ts)
         return Origin.slack_channel(self.channel, self.user, self.reply_ts)
@@ -119,6 +136,10 @@ def turns_from(question: Question, messages: list[dict]) -> list[Turn]:
     turns: list[Turn] = []
     for message in sorted(messages, key=lambda m: _ts(m.get("ts"))):
         if _ts(message.get("ts")) >= _ts(question.ts):
+            continue
+        if (message.get("metadata") or {}).get("event_type") in (GREETING_EVENT, NOTICE_EVENT):
+            continue
+        if message.get("subtype") == "assistant_app_thread":  # a pane thread's root: Slack's, not a turn
             continue
         if question.from_bot(message):
             role = "assistant"
@@ -172,8 +193,11 @@ class StatusReporter:
     after the reply (Slack clears the status when the reply is posted).
     """
 
-    def __init__(self, deps: SlackDeps, client: WebClient, channel: str, thread_ts: str):
+    def __init__(
+        self, deps: SlackDeps, client: WebClient, channel: str, thread_ts: str, loading_messages: bool = False
+    ):
         self.deps, self.client, self.channel, self.thread_ts = deps, client, channel, thread_ts
+        self.loading_messages = loading_messages  # the assistant pane shows them in place of the status line
         self._pending: str | None = None
         self._sent: str | None = None
         self._closed = False
@@ -196,7 +220,10 @@ class StatusReporter:
                 if self._closed or text is None or text == self._sent:
                     return
             try:
-                self.client.assistant_threads_setStatus(channel_id=self.channel, thread_ts=self.thread_ts, status=text)
+                extra = {"loading_messages": [text]} if self.loading_messages else {}
+                self.client.assistant_threads_setStatus(
+                    channel_id=self.channel, thread_ts=self.thread_ts, status=text, **extra
+                )
                 self._sent = text
             except SlackApiError as exc:
                 self.deps.status.refused(exc.response.get("error"))
@@ -222,12 +249,20 @@ def add_reaction(client: WebClient, channel: str, ts: str, name: str = "eyes") -
 
 
 def ask(
-    deps: SlackDeps, origin: Origin, text: str, history: list[Turn], on_status: Callable[[str], None] | None = None
+    deps: SlackDeps,
+    origin: Origin,
+    text: str,
+    history: list[Turn],
+    on_status: Callable[[str], None] | None = None,
+    on_answer: Callable[[Answer], None] | None = None,
 ) -> RenderedAnswer:
     """Ask the application layer and render the answer (recorded there, with the id the buttons carry);
-    anything unexpected becomes an apology, never a crash or an exception's text."""
+    anything unexpected becomes an apology, never a crash or an exception's text. `on_answer` sees the
+    answer before it is rendered (the assistant pane titles its thread with the standalone query)."""
     try:
         result = deps.bot.ask(origin, text, history, on_status=on_status)
+        if on_answer is not None:
+            on_answer(result.answer)
     except EmptyQuestion:
         return RenderedAnswer(text=GREETING, markdown=GREETING)
     except KnowledgeBaseError as exc:  # the store is unreachable or refuses: the operator's log says why
@@ -236,7 +271,14 @@ def ask(
     except Exception:
         log.exception("answering in %s failed", origin.channel)
         return render_error(FAILED)
-    return render_answer(result.answer, result.answer_id)
+    return render_answer(result.answer, result.answer_id, people=uploader_names(deps, result.answer.citations))
+
+
+def uploader_names(deps: SlackDeps, citations: list) -> dict[str, str]:
+    """Display names of the people who uploaded the cited documents (none when they cannot be looked up)."""
+    if deps.people is None:
+        return {}
+    return deps.people.names_of(c.uploaded_by for c in citations if c.uploaded_by)
 
 
 # --- replies -----------------------------------------------------------------------------------
@@ -306,18 +348,37 @@ def receive(deps: SlackDeps, client: WebClient, question: Question, say_stream: 
     if not deps.ledger.claim(question.key):
         log.info("message %s/%s already being answered", question.channel, question.ts)
         return False
+    if question.has_files:
+        fire_and_forget(deps.side, say_files_not_read, client, question)
     text = clean_text(question.text)
     if not text:
-        fire_and_forget(deps.side, post_quietly, client, question.channel, question.reply_ts, GREETING)
+        if not question.has_files:  # a file alone was just told how uploads work
+            fire_and_forget(deps.side, post_quietly, client, question.channel, question.reply_ts, GREETING)
         return True
     deps.ledger.hold(question.key, question.to_payload())
-    status = StatusReporter(deps, client, question.channel, question.reply_ts)
+    status = status_for(deps, client, question)
     if not deps.answers.submit(answer_question, deps, client, question, text, status, say_stream):
         fire_and_forget(deps.side, say_busy, deps, client, question)
         return True
-    fire_and_forget(deps.side, add_reaction, client, question.channel, question.ts)
+    if not question.in_pane:  # the pane shows the status with its loading messages instead
+        fire_and_forget(deps.side, add_reaction, client, question.channel, question.ts)
     status(FIRST_STATUS)
     return True
+
+
+def status_for(deps: SlackDeps, client: WebClient, question: Question) -> StatusReporter:
+    return StatusReporter(deps, client, question.channel, question.reply_ts, loading_messages=question.in_pane)
+
+
+def set_title(client: WebClient, question: Question, answer: Answer) -> None:
+    """The pane thread's title: the question as it stands alone, short."""
+    title = shorten(" ".join((answer.standalone_query or clean_text(question.text)).split()), TITLE_CHARS)
+    if not title:
+        return
+    try:
+        client.assistant_threads_setTitle(channel_id=question.channel, thread_ts=question.reply_ts, title=title)
+    except Exception as exc:  # a title is never worth failing the answer for
+        log.info("assistant.threads.setTitle failed: %s", slack_error(exc))
 
 
 def answer_question(
@@ -330,8 +391,9 @@ def answer_question(
 ) -> None:
     """On a worker: history from Slack, the answer, then the reply in the thread; the claim is released once
     the reply is out (a restart answers it if this process dies first)."""
+    on_answer = (lambda answer: set_title(client, question, answer)) if question.in_pane else None
     try:
-        rendered = ask(deps, question.origin, text, history_for(client, question), status)
+        rendered = ask(deps, question.origin, text, history_for(client, question), status, on_answer)
     finally:
         status.close()
     try:
@@ -339,6 +401,10 @@ def answer_question(
     except Exception:  # Slack refused, or the network failed: nothing more this process can do for it
         log.exception("could not reply in %s/%s", question.channel, question.reply_ts)
     deps.ledger.release(question.key)
+
+
+def say_files_not_read(client: WebClient, question: Question) -> None:
+    post_quietly(client, question.channel, question.reply_ts, builders.FILES_NOT_READ, question.notice_metadata)
 
 
 def say_busy(deps: SlackDeps, client: WebClient, question: Question) -> None:
@@ -356,15 +422,10 @@ def answer_if_in_thread(
         log.warning("could not read thread %s/%s (%s)", question.channel, question.thread_ts, exc.response.get("error"))
         return
     if bot_in_thread(question, question.replies) and deps.ledger.claim(question.key):
+        if question.has_files:
+            say_files_not_read(client, question)
         text = clean_text(question.text)
         if text:
             deps.ledger.hold(question.key, question.to_payload())
             fire_and_forget(deps.side, add_reaction, client, question.channel, question.ts)
-            answer_question(
-                deps,
-                client,
-                question,
-                text,
-                StatusReporter(deps, client, question.channel, question.reply_ts),
-                say_stream,
-            )
+            answer_question(deps, client, question, text, status_for(deps, client, question), say_stream)

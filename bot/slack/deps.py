@@ -14,7 +14,9 @@ from urllib.parse import urlparse
 
 from bot.config import Settings
 from bot.core import KnowledgeBot
+from bot.slack.assistant_threads import PaneThreads
 from bot.slack.idempotency import ClaimLedger
+from bot.slack.people import SlackPeople
 from bot.slack.work import TrackedExecutor, WorkPool
 
 log = logging.getLogger(__name__)
@@ -57,8 +59,10 @@ class SlackDeps:
     ingests: WorkPool  # uploads and deletes, on their own few threads
     side: ThreadPoolExecutor  # small fire-and-forget calls (:eyes:, status updates)
     listeners: TrackedExecutor  # Bolt's listener threads: they only acknowledge and hand work on
+    pane_threads: PaneThreads = field(default_factory=lambda: PaneThreads(None))  # assistant-pane threads
     streaming: Capability = field(default_factory=lambda: Capability("chat streaming"))
     status: Capability = field(default_factory=lambda: Capability("assistant.threads.setStatus"))
+    people: SlackPeople | None = None  # uploaders' names for Sources (set by build_slack)
 
     @property
     def bot_token(self) -> str:
@@ -87,6 +91,7 @@ class SlackDeps:
         self.side.shutdown(wait=finished, cancel_futures=not finished)
         self.listeners.shutdown(wait=False, cancel_futures=True)
         self.ledger.close()
+        self.pane_threads.close()
         return finished
 
 
@@ -100,6 +105,7 @@ def build_deps(settings: Settings, bot: KnowledgeBot) -> SlackDeps:
         ingests=WorkPool("kbbot-ingest", settings.slack_ingest_workers, 32),
         side=ThreadPoolExecutor(max_workers=8, thread_name_prefix="kbbot-side"),
         listeners=TrackedExecutor(max_workers=16, thread_name_prefix="bolt-listener"),
+        pane_threads=PaneThreads(state_dir / "assistant_threads.sqlite3"),
     )
     if not settings.slack_streaming:
         deps.streaming.enabled = False

@@ -2,9 +2,10 @@
 
 One `Answer` comes back from the engine; this module only decides how it looks in Slack:
 the answer text with its [n] markers (linked to the Slack file when the document was uploaded
-from Slack), a Sources section, a context line (KB, rounds, offline/LLM) and feedback buttons.
-An insufficient-context reply is visibly different: a "not in the knowledge bases" heading,
-what was searched, no Sources.
+from Slack), a Sources section (each source with when its document was last updated, who uploaded
+it from Slack, and a mark when it may be outdated), a context line (KB, rounds, offline/LLM), a
+"How I found this" button and feedback buttons. An insufficient-context reply is visibly different:
+a "not in the knowledge bases" heading, what was searched, no Sources.
 
 Everything from content (documents, the LLM, users: answer text, document names, locations, KB
 names, excerpts, notes) is inert in Slack:
@@ -30,10 +31,13 @@ split across sections and, past what a message holds, shortened with a visible n
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from slack_sdk.models.blocks import (
+    ActionsBlock,
+    ButtonElement,
     ContextActionsBlock,
     ContextBlock,
     DividerBlock,
@@ -47,6 +51,9 @@ from bot.core import Answer, Citation
 from bot.core import shorten as plain_shorten
 
 FEEDBACK_ACTION_ID = "kb_feedback"
+TRACE_ACTION_ID = "kb_trace"
+TRACE_BUTTON_TEXT = "How I found this"
+STALE_MARK = ":warning: possibly outdated"
 NOT_FOUND_HEADING = ":mag: *The knowledge bases don't have enough to answer this.*"
 NOT_FOUND_TEXT = "The knowledge bases don't have enough to answer this."
 SHORTENED_NOTE = "_(answer shortened to fit in Slack)_"
@@ -338,7 +345,28 @@ def short_location(location: str) -> str:
     return shorten(" › ".join(parts[-2:]) if len(parts) > 2 else " › ".join(parts), 80)
 
 
-def source_line(citation: Citation) -> str:
+def day_of(epoch: object) -> str | None:
+    """'2026-03-14' (UTC) for a plausible epoch time, else None."""
+    if not isinstance(epoch, (int, float)) or isinstance(epoch, bool) or not 0 < epoch < 32_503_680_000:
+        return None
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d")
+
+
+def trust_line(citation: Citation, people: Mapping[str, str] | None = None) -> str:
+    """When the cited document was last updated, who uploaded it from Slack (their name, looked up by the
+    caller: a mention would notify them every time they are cited), and whether it may be outdated."""
+    parts = []
+    if day := day_of(citation.updated_at):
+        parts.append(f"updated {day}")
+    if citation.uploaded_by:
+        name = shorten((people or {}).get(citation.uploaded_by) or "", NAME_CHARS)
+        parts.append(f"uploaded by {escape(name)}" if name else "uploaded from Slack")
+    if citation.stale:
+        parts.append(STALE_MARK)
+    return " · ".join(parts)
+
+
+def source_line(citation: Citation, people: Mapping[str, str] | None = None) -> str:
     document = shorten(citation.document, DOCUMENT_CHARS) or "document"
     url = safe_url(citation.source_url)
     title = mrkdwn_link(url, document) if url else f"*{escape(document)}*"
@@ -348,6 +376,8 @@ def source_line(citation: Citation) -> str:
     if kb := shorten(citation.kb or "", NAME_CHARS):
         parts.append(f"_{escape(kb)}_")
     line = " · ".join(parts)
+    if trust := trust_line(citation, people):
+        line += f"\n{trust}"
     excerpt = shorten(citation.excerpt or "", EXCERPT_CHARS)
     if excerpt:
         line += f"\n“{escape(excerpt)}”"
@@ -363,12 +393,12 @@ def _context(texts: Sequence[str]) -> dict:
     return ContextBlock(elements=elements or [MarkdownTextObject(text="…")]).to_dict()
 
 
-def sources_blocks(citations: Sequence[Citation]) -> list[dict]:
+def sources_blocks(citations: Sequence[Citation], people: Mapping[str, str] | None = None) -> list[dict]:
     if not citations:
         return []
     blocks = [_section("*Sources*")]
     for citation in list(citations)[:MAX_SOURCES]:
-        blocks.append(_context([source_line(citation)]))
+        blocks.append(_context([source_line(citation, people)]))
     if len(citations) > MAX_SOURCES:
         blocks.append(_context([f"…and {len(citations) - MAX_SOURCES} more"]))
     return blocks
@@ -392,6 +422,22 @@ def feedback_block(answer_id: str) -> dict:
     ).to_dict()
 
 
+def trace_button_block(answer_id: str) -> dict:
+    """The "How I found this" button (bot/slack/listeners/actions/trace_button.py answers it)."""
+    answer_id = str(answer_id)[:200]
+    return ActionsBlock(
+        block_id=f"trace-{answer_id}",
+        elements=[
+            ButtonElement(
+                text=TRACE_BUTTON_TEXT,
+                action_id=TRACE_ACTION_ID,
+                value=answer_id,
+                accessibility_label="Show how this answer was found (only you will see it)",
+            )
+        ],
+    ).to_dict()
+
+
 def _notes(answer: Answer) -> list[str]:
     notes = [shorten(n, NOTE_CHARS) for n in answer.notes if n]
     return [f"_{escape(n)}_" for n in notes if n][:MAX_NOTES]
@@ -406,9 +452,14 @@ def _body_sections(mrkdwn: str, room: int) -> list[dict]:
     return [_section(p) for p in pieces]
 
 
-def render_answer(answer: Answer, answer_id: str | None = None, *, feedback: bool = True) -> RenderedAnswer:
-    footer: list[dict] = sources_blocks(answer.citations) if answer.answered else []
+def render_answer(
+    answer: Answer, answer_id: str | None = None, *, feedback: bool = True, people: Mapping[str, str] | None = None
+) -> RenderedAnswer:
+    """`people`: display names of the Slack users who uploaded cited documents (by user id)."""
+    footer: list[dict] = sources_blocks(answer.citations, people) if answer.answered else []
     footer.append(_context([context_line(answer), *_notes(answer)]))
+    if answer_id:  # recorded: its trace can be shown
+        footer.append(trace_button_block(answer_id))
     if feedback and answer_id:
         footer.append(feedback_block(answer_id))
     divider = [DividerBlock().to_dict()] if answer.answered and answer.citations else []

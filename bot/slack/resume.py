@@ -15,12 +15,12 @@ from slack_sdk import WebClient
 
 from bot.slack.conversation import (
     Question,
-    StatusReporter,
     answer_question,
     fetch_replies,
     post_quietly,
     say_busy,
     slack_error,
+    status_for,
 )
 from bot.slack.deps import SlackDeps
 from bot.slack.markup import clean_text
@@ -55,7 +55,7 @@ def resume_held(deps: SlackDeps, client: WebClient, max_age_s: float = MAX_AGE_S
             deps.ledger.release(key)
             continue
         question.replies = replies
-        status = StatusReporter(deps, client, question.channel, question.reply_ts)
+        status = status_for(deps, client, question)
         if deps.answers.submit(answer_question, deps, client, question, clean_text(question.text), status):
             queued += 1
         else:

@@ -121,9 +121,9 @@ def download(url: str, token: str, max_bytes: int, trusted_hosts: set[str], expe
             return b"".join(chunks)
     except urllib.error.HTTPError as exc:
         raise DownloadError(f"download failed: HTTP {exc.code}") from None
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise DownloadError(f"download failed: {reason}") from None
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:  # the reason goes to the log, not to Slack
+        log.warning("downloading a Slack file failed: %s", getattr(exc, "reason", exc))
+        raise DownloadError("download failed (network error); please try again") from None
 
 
 def resolve(client: WebClient, file: SlackFile) -> SlackFile:

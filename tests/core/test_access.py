@@ -94,3 +94,37 @@ def test_the_command_line_is_told_about_an_unknown_kb(kbbot):
 def test_an_eval_origin_reads_only_its_kbs(kbbot):
     answer = kbbot.ask(Origin.eval({"people"}), FINANCE_QUESTION).answer
     assert set(answer.searched_kbs) <= {"people"} and finance_untouched(answer)
+
+
+# --- the assistant pane: a DM-like thread, with the channel the user is looking at ----------------------------
+
+
+def test_the_assistant_pane_reads_the_viewed_channels_restricted_kb_only_for_its_members(kbbot):
+    member = Origin.slack_assistant("D0DIRECT1", CFO, "1.000001", context_channel="C0FINANCE1")
+    assert kbbot.searched_first(member) == ["finance"]
+    answer = kbbot.ask(member, FINANCE_QUESTION).answer
+    assert answer.rounds[0].kbs == ["finance"] and any(c.kb == "finance" for c in answer.citations)
+
+    # Looking at the finance channel grants nothing by itself: the employee is not a member of it.
+    outsider = Origin.slack_assistant("D0DIRECT2", EMPLOYEE, "1.000002", context_channel="C0FINANCE1")
+    assert kbbot.searched_first(outsider) == []
+    assert "finance" not in {v.name for v in kbbot.visible_kbs(outsider)}
+    assert finance_untouched(kbbot.ask(outsider, FINANCE_QUESTION).answer)
+
+
+def test_the_assistant_pane_searches_the_viewed_channels_kbs_first(kbbot):
+    question = "How long is an OAuth access token valid for the API?"
+    origin = Origin.slack_assistant("D0DIRECT2", EMPLOYEE, "1.000003", context_channel="C0PRODUCT1")
+    assert kbbot.searched_first(origin) == ["product"]
+    answer = kbbot.ask(origin, question).answer
+    assert answer.rounds[0].kbs == ["product"] and list(answer.route.scores) == ["product"]
+    # no channel in view: nothing is searched first, and the DM rules apply
+    assert kbbot.searched_first(Origin.slack_assistant("D0DIRECT2", EMPLOYEE, "1.000004")) == []
+
+
+def test_the_assistant_pane_fails_closed_when_membership_cannot_be_checked(core_settings):
+    with KnowledgeBot(core_settings, membership=StaticMembership({"C0FINANCE1": {CFO}}, fail=True)) as bot:
+        origin = Origin.slack_assistant("D0DIRECT1", CFO, "1.000005", context_channel="C0FINANCE1")
+        assert bot.searched_first(origin) == []
+        assert "finance" not in {v.name for v in bot.visible_kbs(origin)}
+        assert finance_untouched(bot.ask(origin, FINANCE_QUESTION).answer)

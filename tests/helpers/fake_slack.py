@@ -41,6 +41,7 @@ class FakeSlack:
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._clock = itertools.count(1)
+        self.methods_seen: set[str] = set()  # every Web API method called, across resets (the scope check)
         self.reset()
         self._server = _Server(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -79,11 +80,13 @@ class FakeSlack:
             self.messages: dict[str, list[dict]] = {}
             self.members: dict[str, list[str]] = {}
             self.files: dict[str, tuple[dict, bytes]] = {}
+            self.users: dict[str, dict] = {}  # user id -> users.info's `user` (profile.display_name...)
             self.errors: dict[str, str] = {}  # method -> Slack error to return
             self.rate_limit: dict[str, int] = {}  # method -> how many 429s to return first
             self.stalled: set[str] = set()  # methods whose calls hang (recorded first) until `unstall()`
             self._unstalled = threading.Event()
             self.downloads: list[tuple[str, str | None]] = []  # (path, authorization header)
+            self.home_views: dict[str, dict] = {}  # user -> the Home tab view last published for them
 
     # --- state helpers for tests -------------------------------------------------------------
 
@@ -164,6 +167,7 @@ class FakeSlack:
 
     def api(self, method: str, params: dict, token: str | None) -> tuple[int, dict, dict]:
         self._record(method, params, token)
+        self.methods_seen.add(method)
         with self._lock:
             stalled, released = method in self.stalled, self._unstalled
         if stalled:
@@ -215,7 +219,25 @@ class FakeSlack:
         self.messages.setdefault(p["channel"], []).append(message)
         return message
 
+    @staticmethod
+    def check_blocks(blocks: object) -> None:
+        """Slack refuses a message over Block Kit's limits with `invalid_blocks`: 50 blocks, 3000 characters
+        per section or context text, 10 context elements."""
+        if blocks is None:
+            return
+        if not isinstance(blocks, list) or not 0 < len(blocks) <= 50:
+            raise LookupError("invalid_blocks")
+        for block in blocks:
+            texts = [block.get("text") or {}] if block.get("type") == "section" else []
+            if block.get("type") == "context":
+                if not 0 < len(block.get("elements") or []) <= 10:
+                    raise LookupError("invalid_blocks")
+                texts += [e for e in block["elements"] if "text" in e]
+            if any(not 0 < len(t.get("text") or "") <= 3000 for t in texts):
+                raise LookupError("invalid_blocks")
+
     def m_chat_postMessage(self, p: dict) -> dict:
+        self.check_blocks(p.get("blocks"))
         message = self._post(p)
         return {"channel": p["channel"], "ts": message["ts"], "message": message}
 
@@ -228,7 +250,15 @@ class FakeSlack:
         return {"channel": p["channel"], "ts": p["ts"]}
 
     def m_chat_postEphemeral(self, p: dict) -> dict:
+        if not p.get("channel") or not p.get("user"):
+            raise LookupError("invalid_arguments")
+        self.check_blocks(p.get("blocks"))
         return {"message_ts": self.next_ts()}
+
+    def m_users_info(self, p: dict) -> dict:
+        if p.get("user") not in self.users:
+            raise LookupError("user_not_found")
+        return {"user": {"id": p["user"], **self.users[p["user"]]}}
 
     @staticmethod
     def _chunk_text(p: dict) -> str:
@@ -257,6 +287,20 @@ class FakeSlack:
         return {"channel": p["channel"], "ts": p["ts"], "message": message}
 
     def m_assistant_threads_setStatus(self, p: dict) -> dict:
+        return {}
+
+    def m_assistant_threads_setSuggestedPrompts(self, p: dict) -> dict:
+        prompts = p.get("prompts")
+        prompts = json.loads(prompts) if isinstance(prompts, str) else prompts
+        if not isinstance(prompts, list) or not 1 <= len(prompts) <= 4:
+            raise LookupError("invalid_arguments")  # Slack: one to four prompts
+        if any(not (pr.get("title") and pr.get("message")) for pr in prompts):
+            raise LookupError("invalid_arguments")
+        return {}
+
+    def m_assistant_threads_setTitle(self, p: dict) -> dict:
+        if not p.get("title"):
+            raise LookupError("invalid_arguments")
         return {}
 
     def m_reactions_add(self, p: dict) -> dict:
@@ -291,6 +335,16 @@ class FakeSlack:
         view = p.get("view")
         view = json.loads(view) if isinstance(view, str) else view
         return {"view": {**(view or {}), "id": f"V{next(self._clock):09d}"}}
+
+    def m_views_publish(self, p: dict) -> dict:
+        view = p.get("view")
+        view = json.loads(view) if isinstance(view, str) else view
+        if not p.get("user_id") or not isinstance(view, dict) or view.get("type") != "home":
+            raise LookupError("invalid_arguments")
+        if len(view.get("blocks") or []) > 100:
+            raise LookupError("invalid_blocks")
+        self.home_views[p["user_id"]] = view
+        return {"view": {**view, "id": f"V{next(self._clock):09d}"}}
 
     def m_files_info(self, p: dict) -> dict:
         if p.get("file") not in self.files:

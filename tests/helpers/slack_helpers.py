@@ -125,6 +125,45 @@ class SlackSender:
     def dm(self, user: str, text: str, thread_ts: str | None = None, **extra) -> tuple[dict, Response]:
         return self.message(dm_channel(user), user, text, thread_ts=thread_ts, channel_type="im", **extra)
 
+    # --- the assistant pane -------------------------------------------------------------------
+
+    def pane_thread_started(self, user: str, context_channel: str | None = None) -> tuple[str, str, Response]:
+        """The user opens the assistant pane (looking at `context_channel`): Slack makes the thread's root in
+        the app's DM and sends assistant_thread_started. Returns (DM channel, thread_ts, response)."""
+        channel = dm_channel(user)
+        root = self.fake.add_message(channel, user, "", subtype="assistant_app_thread")
+        context = {"channel_id": context_channel, "team_id": TEAM, "enterprise_id": None} if context_channel else {}
+        event = {
+            "type": "assistant_thread_started",
+            "assistant_thread": {
+                "user_id": user,
+                "context": context,
+                "channel_id": channel,
+                "thread_ts": root["ts"],
+            },
+            "event_ts": self.fake.next_ts(),
+        }
+        return channel, root["ts"], self.event(event)
+
+    def pane_context_changed(self, user: str, thread_ts: str, context_channel: str) -> Response:
+        event = {
+            "type": "assistant_thread_context_changed",
+            "assistant_thread": {
+                "user_id": user,
+                "context": {"channel_id": context_channel, "team_id": TEAM, "enterprise_id": None},
+                "channel_id": dm_channel(user),
+                "thread_ts": thread_ts,
+            },
+            "event_ts": self.fake.next_ts(),
+        }
+        return self.event(event)
+
+    def pane_message(self, user: str, thread_ts: str, text: str, **extra) -> tuple[dict, Response]:
+        """A message the user types in a pane thread (a threaded DM message, as Slack sends it)."""
+        return self.message(
+            dm_channel(user), user, text, thread_ts=thread_ts, channel_type="im", parent_user_id=BOT_USER, **extra
+        )
+
     # --- slash commands and interactivity -----------------------------------------------------
 
     def command(self, text: str, user: str, channel: str) -> tuple[Response, str, str]:

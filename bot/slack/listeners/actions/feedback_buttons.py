@@ -6,6 +6,7 @@ from slack_sdk.errors import SlackApiError
 
 from bot.core import Origin
 from bot.slack.deps import SlackDeps
+from bot.slack.feedback_reason import reason_modal
 from bot.slack.work import fire_and_forget
 
 THANKS = {
@@ -24,7 +25,8 @@ def handle_feedback_button(
     respond: Respond,
     logger: Logger,
 ):
-    """Helpful / Not helpful on an answer: recorded durably with the answer, thanked ephemerally."""
+    """Helpful / Not helpful on an answer: recorded durably with the answer, thanked ephemerally. Not helpful
+    also opens the optional reason modal (closing it keeps the plain 👎)."""
     ack()
     verdict, _, answer_id = (action.get("value") or "").partition(":")
     if verdict not in THANKS or not answer_id:
@@ -49,6 +51,12 @@ def handle_feedback_button(
         message_ts,
         message.get("thread_ts") or message_ts,
     )
+    if verdict == "bad" and body.get("trigger_id"):  # on this thread, right after the ack: the trigger expires
+        view = reason_modal(answer_id, channel, message_ts, message.get("thread_ts") or message_ts)
+        try:
+            client.views_open(trigger_id=body["trigger_id"], view=view)
+        except SlackApiError as exc:  # the plain 👎 is recorded either way
+            logger.info("the 👎 reason modal could not open: %s", exc.response.get("error"))
 
 
 def _record_and_thank(

@@ -16,6 +16,7 @@ from bot.slack.render import escape, shorten
 
 log = logging.getLogger(__name__)
 
+UPLOAD_FORM_FAILED = ":warning: Sorry — I couldn't open the upload form. Please run `/kb upload` again."
 LIST_FAILED = ":warning: Sorry — I couldn't list the knowledge bases right now. Please try again in a minute."
 
 
@@ -102,11 +103,9 @@ def open_upload_modal(
     view = builders.upload_modal(mine, kb, deps.settings.max_upload_mb, {"channel": origin.channel})
     try:
         client.views_open(trigger_id=trigger_id, view=view)
-    except SlackApiError as exc:
-        respond(
-            text=f"Could not open the upload form ({escape(str(exc.response.get('error')))}). Please try again.",
-            response_type="ephemeral",
-        )
+    except SlackApiError as exc:  # e.g. the trigger expired: the log keeps Slack's error code
+        log.warning("views.open for /kb upload failed: %s", exc.response.get("error"))
+        respond(text=UPLOAD_FORM_FAILED, response_type="ephemeral")
 
 
 def delete_document(deps: SlackDeps, respond: Respond, origin: Origin, kb: str, document: str) -> None:

@@ -20,11 +20,16 @@ def handle_message(deps: SlackDeps, client: WebClient, context: BoltContext, eve
                 deps.side, post_quietly, client, event["channel"], event.get("thread_ts") or event["ts"], BUSY
             )
         return
-    if subtype and subtype != "thread_broadcast":
-        return  # edits, deletions, joins, file shares in channels…
+    if subtype not in (None, "thread_broadcast", "file_share"):
+        return  # edits, deletions, joins…
     thread_ts = event.get("thread_ts")
     in_thread = bool(thread_ts) and thread_ts != event["ts"]
-    if not is_dm and (not in_thread or mentions(event.get("text", ""), context.bot_user_id)):
+    mentioned = mentions(event.get("text", ""), context.bot_user_id)
+    if not is_dm and subtype == "file_share" and mentioned:
+        # A mention with a file may arrive as this event only: answered here or by app_mention, once (claimed).
+        receive(deps, client, mention_with_files(context, event), say_stream)
+        return
+    if not is_dm and (not in_thread or mentioned):
         return  # top-level channel chatter, or an @mention (the app_mention listener answers it)
     question = Question(
         channel=context.channel_id or event["channel"],
@@ -37,6 +42,7 @@ def handle_message(deps: SlackDeps, client: WebClient, context: BoltContext, eve
         surface="dm" if is_dm else "thread",
         bot_user_id=context.bot_user_id,
         bot_id=context.bot_id,
+        has_files=bool(event.get("files")),
     )
     if is_dm:
         receive(deps, client, question, say_stream)
@@ -45,3 +51,20 @@ def handle_message(deps: SlackDeps, client: WebClient, context: BoltContext, eve
     queued = deps.answers.submit(answer_if_in_thread, deps, client, question, say_stream)
     if not queued and deps.bot.answered_in(question.channel, question.reply_ts):
         fire_and_forget(deps.side, post_quietly, client, question.channel, question.reply_ts, BUSY)
+
+
+def mention_with_files(context: BoltContext, event: dict) -> Question:
+    channel = context.channel_id or event["channel"]
+    return Question(
+        channel=channel,
+        user=event.get("user"),
+        text=event.get("text", ""),
+        ts=event["ts"],
+        thread_ts=event.get("thread_ts"),
+        is_dm=False,
+        team=context.team_id or event.get("team"),
+        surface="mention",
+        bot_user_id=context.bot_user_id,
+        bot_id=context.bot_id,
+        has_files=True,
+    )
