@@ -119,6 +119,8 @@ ALREADY_SAID_PENALTY = 0.3
 NOT_WHAT_NEXT_PENALTY = 0.15
 # A sentence that has the question's words in the question's order ("5 years") is likelier the answer.
 PHRASE_WEIGHT = 0.15
+# A table row whose cell the question names as written is the row it asks about (near-ties among rows).
+ROW_KEY_BONUS = 0.05
 MAX_HEADING_CHARS = 40
 
 
@@ -156,6 +158,13 @@ _NUMBER_WORDS = {
 
 def _terms(text: str) -> set[str]:
     return {_NUMBER_WORDS.get(t, t) for t in content_terms(text)}
+
+
+def _names_a_cell(row: str, query: str) -> bool:
+    """Whether the question names one of the row's cells as written: "产假是多少天" names the row "产假 | 158 天",
+    not "陪产假 | 10 天"; "how many vehicles" names "Vehicles | Up to 25"."""
+    asked = query.lower()
+    return any(len(cell) >= 2 and cell.lower() in asked for cell in (c.strip() for c in row.strip(" |").split("|")))
 
 
 def _phrases(text: str) -> set[tuple[str, str]]:
@@ -261,6 +270,8 @@ def score_units(
             score += ANSWER_TYPE_BONUS
         if len(reads) < 25 or unit.kind == "term" or reads.endswith((":", "：")):
             score -= 0.2  # headings, fragments and lead-ins ("You can choose between two plans:") answer little
+        if unit.kind == "row" and _names_a_cell(evidence[rank].chunk.text[unit.start : unit.end], query):
+            score += ROW_KEY_BONUS
         if avoid:
             if unit.text in avoid or reads in avoid:
                 score -= ALREADY_SAID_PENALTY
@@ -291,6 +302,13 @@ def compose(
     primary = next((kb for kb in routed if kb in kbs), kbs[best.rank])
     primary_best = next((c for c in scored if kbs[c.rank] == primary), None)
     lead = primary_best if primary_best is not None and primary_best.score >= LEAD_KB_SHARE * best.score else best
+    # Within that KB, the top-ranked document's best sentence, unless another document's is clearly better:
+    # the search ranked the whole passage, the sentence scores only see the sentence.
+    documents = [(e.chunk.kb, e.chunk.document) for e in evidence]
+    top_document = next(d for d in documents if d[0] == kbs[lead.rank])
+    document_best = next((c for c in scored if documents[c.rank] == top_document), None)
+    if document_best is not None and document_best.score >= LEAD_KB_SHARE * lead.score:
+        lead = document_best
     lead_kb = kbs[lead.rank]
     query_terms = _terms(query)
     chosen = [lead]

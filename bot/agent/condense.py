@@ -89,7 +89,7 @@ _WHAT_NEXT = re.compile(
     r"^\s*(?:and|but|so|ok(?:ay)?)?[\s,]*(?:what\s+)?(?:if|when)\s+"
     rf"(?:i|we|you|they|he|she|it|someone|nobody|no one)?\s*(?:{_NOT}|miss|fail|forget)\b"
     r"|\bwhat happens (?:next|then|after(?:wards)?|if not)\b|\b(?:and|what happens) then\b|\bthen what\b"
-    r"|\bwhat(?:['’]s| is| comes) next\b|\bafter that\b|\bif not\b|\botherwise\b",
+    r"|\bwhat(?:['’]s| is| comes) next\b|\bif not\b",
     re.I,
 )
 # "if I don't", "if not": the condition the follow-up adds ends there; its verb is the previous question's.

@@ -42,14 +42,20 @@ def test_what_if_not_asks_what_happens_then(follow_up: str, previous: str, expec
 
 @pytest.mark.parametrize(
     "question",
-    ["and if I don't?", "what if I miss it?", "then what?", "what happens next?", "and after that?", "what if not?"],
+    ["and if I don't?", "what if I miss it?", "then what?", "what happens next?", "and then?", "what if not?"],
 )
 def test_what_next_shapes(question: str) -> None:
     assert asks_what_next(question)
 
 
 @pytest.mark.parametrize(
-    "question", ["How long do I have to acknowledge a page?", "what about contractors?", "Is there a limit?"]
+    "question",
+    [
+        "How long do I have to acknowledge a page?",
+        "what about contractors?",
+        "Is there a limit?",
+        "what do v1 calls get back after that?",  # after a date, not after a step
+    ],
 )
 def test_not_what_next(question: str) -> None:
     assert not asks_what_next(question)
