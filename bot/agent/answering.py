@@ -302,13 +302,12 @@ def compose(
     primary = next((kb for kb in routed if kb in kbs), kbs[best.rank])
     primary_best = next((c for c in scored if kbs[c.rank] == primary), None)
     lead = primary_best if primary_best is not None and primary_best.score >= LEAD_KB_SHARE * best.score else best
-    # Within that KB, the top-ranked document's best sentence, unless another document's is clearly better:
+    # Within that KB, the top-ranked passage's best sentence, unless another passage's is clearly better:
     # the search ranked the whole passage, the sentence scores only see the sentence.
-    documents = [(e.chunk.kb, e.chunk.document) for e in evidence]
-    top_document = next(d for d in documents if d[0] == kbs[lead.rank])
-    document_best = next((c for c in scored if documents[c.rank] == top_document), None)
-    if document_best is not None and document_best.score >= LEAD_KB_SHARE * lead.score:
-        lead = document_best
+    top_rank = kbs.index(kbs[lead.rank])
+    passage_best = next((c for c in scored if c.rank == top_rank), None)
+    if passage_best is not None and passage_best.score >= LEAD_KB_SHARE * lead.score:
+        lead = passage_best
     lead_kb = kbs[lead.rank]
     query_terms = _terms(query)
     chosen = [lead]

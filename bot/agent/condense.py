@@ -111,6 +111,9 @@ _ASKED_ABOUT = re.compile(
 )
 
 
+_MODALS = frozenset(["need", "needs", "have", "has", "must", "required", "supposed", "allowed", "able"])
+
+
 def asks_what_next(question: str) -> bool:
     """Whether a message asks what happens next or otherwise ("and if I don't?", "then what?")."""
     return bool(_WHAT_NEXT.search(question))
@@ -188,13 +191,19 @@ def condense_offline(
         return f"{context} {core}".strip() if core else context
 
     core = _CONNECTIVE.sub("", question).strip()
-    if asks_what_next(question) and _BARE_NEGATION.search(core):
-        # "and if I don't?" after "How long do I have to acknowledge a page?": what happens if I don't
-        # acknowledge a page. The words are the previous question's; the question is what follows.
+    if asks_what_next(question):
         condition = re.sub(r"^\s*(?:and|but|so|ok(?:ay)?)?[\s,]*(?:what\s+)?", "", question).rstrip("?.! ")
-        if not re.match(r"(?:if|when)\b", condition, re.I):
-            condition = f"if {condition}"
-        return f"What happens {condition} {' '.join(content_words(previous))}?"
+        asked = " ".join(w for w in content_words(previous) if w not in _MODALS)
+        if _BARE_NEGATION.search(core):
+            # "and if I don't?" after "How long do I have to acknowledge a page?": what happens if I don't
+            # acknowledge a page. The words are the previous question's; the question is what follows.
+            if not re.match(r"(?:if|when)\b", condition, re.I):
+                condition = f"if {condition}"
+            return f"What happens {condition} {asked}?"
+        if re.match(r"(?:if|when)\b", condition, re.I):
+            # "what if I don't spend it all?": the previous question, under that condition.
+            return f"{previous.strip().rstrip('?？.').strip()} {condition}?"
+        return f"What happens after {asked}?"  # "and then what?"
     subject = main_subject(previous) or (main_subject(user_turns[0]) if len(user_turns) > 1 else None)
     if subject is None and _SUBJECT_PRONOUNS.search(core) and not _POSSESSIVE_PRONOUNS.search(core):
         subject = asked_about(previous)  # "How often should I check it?" after "What pressure…": pressure

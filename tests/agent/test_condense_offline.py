@@ -32,6 +32,17 @@ def test_a_like_for_like_swap_still_replaces() -> None:
     [
         ("and if I don't?", "How long do I have to acknowledge a page?", "What happens if I don't acknowledge page?"),
         ("what if I can't?", "Do I have to submit receipts?", "What happens if I can't submit receipts?"),
+        (
+            "what if I don't?",
+            "when do I need to finish the security awareness training?",
+            "What happens if I don't finish security awareness training?",
+        ),
+        (
+            "what if I don't spend it all?",
+            "what's the learning budget per year?",
+            "what's the learning budget per year if I don't spend it all?",
+        ),
+        ("and then what?", "how long does a release sit on staging?", "What happens after release sit staging?"),
         ("and if not?", "Must the canary pass before promotion?", "What happens if not canary pass promotion?"),
     ],
 )
