@@ -173,8 +173,9 @@ def _phrases(text: str) -> set[tuple[str, str]]:
     return set(zip(terms, terms[1:], strict=False))
 
 
-def _near_duplicate(a: frozenset[str], b: frozenset[str]) -> bool:
-    return bool(a and b) and len(a & b) / len(a | b) >= NEAR_DUPLICATE
+def _near_duplicate(a: set[str], b: set[str]) -> bool:
+    """Mostly the same words, or one's words all inside the other's ("git-bisect - Use binary search…")."""
+    return bool(a and b) and (len(a & b) / len(a | b) >= NEAR_DUPLICATE or len(a & b) == min(len(a), len(b)))
 
 
 def already_said(history: Sequence[Turn]) -> set[str]:
@@ -206,7 +207,8 @@ def extractive_answer(
     scored = score_units(query, evidence, query_vector, embed, focus, unit_vectors, asked, avoid)
     if not scored or scored[0].score <= MIN_SENTENCE_SCORE:
         return None
-    chosen = compose(query, evidence, scored, routed)
+    # A follow-up asking what comes next is answered by a step the top passage may not hold.
+    chosen = compose(query, evidence, scored, routed, top_passage_first=not avoid)
     return _cited(evidence, chosen)
 
 
@@ -291,7 +293,11 @@ def score_units(
 
 
 def compose(
-    query: str, evidence: Sequence[Evidence], scored: Sequence[_Candidate], routed: Sequence[str] = ()
+    query: str,
+    evidence: Sequence[Evidence],
+    scored: Sequence[_Candidate],
+    routed: Sequence[str] = (),
+    top_passage_first: bool = True,
 ) -> list[_Candidate]:
     """The sentences to quote, in the order to quote them: the lead first — the best-supported sentence
     of the top-routed KB that has evidence (another KB's only when clearly better) — then up to
@@ -306,7 +312,7 @@ def compose(
     # the search ranked the whole passage, the sentence scores only see the sentence.
     top_rank = kbs.index(kbs[lead.rank])
     passage_best = next((c for c in scored if c.rank == top_rank), None)
-    if passage_best is not None and passage_best.score >= LEAD_KB_SHARE * lead.score:
+    if top_passage_first and passage_best is not None and passage_best.score >= LEAD_KB_SHARE * lead.score:
         lead = passage_best
     lead_kb = kbs[lead.rank]
     query_terms = _terms(query)
@@ -317,7 +323,8 @@ def compose(
             break
         if candidate is lead or sum(len(c.reads) for c in chosen) + len(candidate.reads) > MAX_ANSWER_CHARS:
             continue
-        if any(candidate.reads == c.reads or _near_duplicate(candidate.terms, c.terms) for c in chosen):
+        said = _terms(candidate.reads)  # its own words: the .txt and .html of one page sit under other headings
+        if any(candidate.reads == c.reads or _near_duplicate(said, _terms(c.reads)) for c in chosen):
             continue
         if any(candidate.unit.lead and candidate.unit.lead == c.unit.text for c in chosen):
             continue  # its lead-in is quoted already; keep the order simple
