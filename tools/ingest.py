@@ -105,8 +105,9 @@ class _Prepared:
 
 
 # Bump when parsing or chunking changes what a file becomes, or what is stored per chunk (v5: answer-unit
-# vectors): every document then re-ingests once.
-PIPELINE_VERSION = b"kbbot-pipeline-5"
+# vectors; v6: answer units follow sentences across hard line breaks, so their saved vectors must be
+# pooled over the new spans): every document then re-ingests once.
+PIPELINE_VERSION = b"kbbot-pipeline-6"
 
 
 def content_hash(data: bytes) -> str:

@@ -284,23 +284,139 @@ def mentions(text: str, identifier: str) -> bool:
     return bool(_identifier_pattern(identifier).search(text))
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|(?<=[。！？；])|\n+")
+# Where a sentence ends inside a block: after . ! ? (and closing quotes/brackets) and whitespace, or
+# after a CJK full stop. Not after an abbreviation ("e.g.", "min.") or an initial.
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'’”)\]]*\s+|(?<=[。！？；])\s*")
+_ABBREVIATIONS = frozenset(
+    ["e.g", "i.e", "etc", "vs", "cf", "approx", "min", "max", "no", "nr", "fig", "vol", "ca", "incl", "excl"]
+    + ["dept", "mr", "mrs", "ms", "dr", "st", "jr", "sr", "resp", "esp"]
+)
+_LAST_WORD = re.compile(r"([\w.]+)[.!?][\"'’”)\]]*$")
+
+# Line shapes. A table row: Markdown (| a | b |) or a parsed table ("a | b | c"); a rule line under a
+# heading or a table header (---, ===, |---|---|); a Markdown heading; a code fence; a list item.
+_TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$|^[^|\n]*\S\s\|\s[^\n]*$")
+_RULE_LINE = re.compile(r"^\s*(?:([=\-~^+*_#.])\1{2,}|\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?)\s*$")
+_HEADING_LINE = re.compile(r"^\s*#{1,6}\s")
+_FENCE_LINE = re.compile(r"^\s*(?:```|~~~)")
+_LIST_LINE = re.compile(r"^\s*(?:[-*•▪]|\d{1,2}[.)])\s+")
+_TERM_LINE = re.compile(r"^\S.*?(?:::|;;)\s*$")  # a definition-list term (AsciiDoc "--quiet::")
+# A hard-wrapped line (plain-text docs, man pages) ends mid-sentence and is long; a heading or a table
+# line is short. The next line continues the sentence when it starts in lower case, or the line was long.
+WRAPPED_LINE_CHARS = 45
+_CONTINUES = re.compile(r"^[a-z(`'\"“‘\[{<$%&=,;]")
+_ENDS_SENTENCE = re.compile(r"[.!?:;。！？；：]['\"’”)\]]*$")
+
+
+@dataclass(frozen=True)
+class _Block:
+    """Lines that read as one: a paragraph (hard wraps joined), a list item, a table row, a heading, code."""
+
+    kind: str  # "text" | "item" | "row" | "heading" | "term" | "code"
+    start: int
+    end: int
+
+
+def _joins(previous: str, line: str) -> bool:
+    """Whether `line` continues the sentence of `previous` (a hard line break, not a new unit)."""
+    previous, line = previous.strip(), line.strip()
+    if not previous or not line or previous.endswith(":"):
+        return False
+    if _CONTINUES.match(line):
+        return True
+    return len(previous) >= WRAPPED_LINE_CHARS and not _ENDS_SENTENCE.search(previous) and not has_cjk(previous)
+
+
+def _blocks(text: str) -> list[_Block]:
+    blocks: list[_Block] = []
+    current: list = []  # [kind, start, end, last line]
+    in_code = False
+
+    def close() -> None:
+        if current:
+            blocks.append(_Block(current[0], current[1], current[2]))
+            current.clear()
+
+    offset = 0
+    for raw in text.splitlines(keepends=True):
+        line_start, offset = offset, offset + len(raw)
+        line = raw.rstrip("\r\n")
+        line_end = line_start + len(line)
+        if _FENCE_LINE.match(line):
+            close()
+            in_code = not in_code
+            continue
+        if in_code:
+            if line.strip():
+                close()
+                current[:] = ["code", line_start, line_end, line]
+                close()
+            continue
+        if not any(ch.isalnum() for ch in line) or _RULE_LINE.match(line):
+            close()  # a blank line, a rule, an AsciiDoc "+" continuation: a break between units
+            continue
+        kind = (
+            "heading"
+            if _HEADING_LINE.match(line)
+            else "term"
+            if _TERM_LINE.match(line)
+            else "row"
+            if _TABLE_ROW.match(line)
+            else "item"
+            if _LIST_LINE.match(line)
+            else "text"
+        )
+        if kind == "text" and current and current[0] in ("text", "item") and _joins(current[3], line):
+            current[2], current[3] = line_end, line
+            continue
+        close()
+        current[:] = [kind, line_start, line_end, line]
+        if kind in ("heading", "row", "term"):
+            close()
+    close()
+    return blocks
+
+
+def _sentence_spans_in(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    spans = []
+    piece_start = start
+    for boundary in [*_SENTENCE_END.finditer(text, start, end), None]:
+        if boundary is not None:
+            last = _LAST_WORD.search(text, piece_start, boundary.start())
+            word = last.group(1).lower().rstrip(".") if last else ""
+            if word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
+                continue  # "e.g. `stash@{0}`", "J. Smith": the sentence goes on
+        piece_end = boundary.start() if boundary else end
+        piece = text[piece_start:piece_end]
+        stripped = piece.strip()
+        if stripped and any(ch.isalnum() for ch in stripped):
+            left = piece_start + len(piece) - len(piece.lstrip())
+            spans.append((left, left + len(stripped)))
+        if boundary is not None:
+            piece_start = boundary.end()
+    return spans
+
+
+def _spans_with_kinds(text: str) -> list[tuple[int, int, str]]:
+    spans = []
+    for block in _blocks(text):
+        if block.kind in ("text", "item"):
+            marker = _LIST_LINE.match(text[block.start : block.end]) if block.kind == "item" else None
+            start = block.start + (marker.end() if marker else 0)  # "2. If not…": its number ends no sentence
+            sentences = _sentence_spans_in(text, start, block.end)
+            if marker and sentences:  # the first sentence's span keeps the item's marker
+                sentences[0] = (block.start + len(marker.group(0)) - len(marker.group(0).lstrip()), sentences[0][1])
+            spans.extend((s, e, block.kind) for s, e in sentences)
+        elif any(ch.isalnum() for ch in text[block.start : block.end]):
+            left = block.start + len(text[block.start : block.end]) - len(text[block.start : block.end].lstrip())
+            spans.append((left, block.end, block.kind))
+    return spans
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each sentence or list item in `text`, surrounding whitespace excluded."""
-    spans = []
-    start = 0
-    for boundary in [*_SENTENCE_END.finditer(text), None]:
-        end = boundary.start() if boundary else len(text)
-        piece = text[start:end]
-        stripped = piece.strip()
-        if stripped and any(ch.isalnum() for ch in stripped):
-            left = start + len(piece) - len(piece.lstrip())
-            spans.append((left, left + len(stripped)))
-        if boundary:
-            start = boundary.end()
-    return spans
+    """(start, end) of each sentence, list item, table row or heading in `text`, surrounding whitespace
+    excluded. A sentence runs across hard line breaks; a table row is never cut at its punctuation."""
+    return [(start, end) for start, end, _ in _spans_with_kinds(text)]
 
 
 def split_sentences(text: str) -> list[str]:
@@ -317,16 +433,22 @@ _EMPHASIS = re.compile(r"\*\*(.+?)\*\*|__(.+?)__")
 
 @dataclass(frozen=True)
 class TextUnit:
-    """One quotable unit of a text: how it reads in an answer, and where it sits in the text."""
+    """One quotable unit of a text: how it reads in an answer, and where it sits in the text.
+
+    `lead` is what a list item needs to read as an answer: the sentence that introduces its list
+    ("You can choose between two plans:"), empty when there is none. A table row reads with its
+    header: its `text` pairs each cell with its column's name."""
 
     text: str
     start: int
     end: int
+    lead: str = ""
+    kind: str = "text"  # "text" | "item" | "row" | "heading" | "term" | "code"
 
 
 def plain(sentence: str) -> str:
-    """A sentence as it reads in an answer: no list marker, no Markdown emphasis."""
-    sentence = _LIST_MARKER.sub("", sentence)
+    """A sentence as it reads in an answer: one line, no list marker, no Markdown emphasis."""
+    sentence = _LIST_MARKER.sub("", " ".join(sentence.split()))
     return _EMPHASIS.sub(lambda m: m.group(1) or m.group(2), sentence).strip()
 
 
@@ -335,25 +457,92 @@ def _reading_length(text: str) -> int:
     return len(text) + 2 * len(_CJK_CHAR.findall(text))
 
 
-def answer_units(text: str) -> list[TextUnit]:
-    """Sentences, with runs of short fragments (table cells, PDF table lines) kept together as one unit.
+def _cells(row: str) -> list[str]:
+    row = row.strip()
+    if row.startswith("|"):
+        row = row[1:]
+    if row.endswith("|"):
+        row = row[:-1]
+    return [plain(cell) for cell in row.split("|")]
 
-    Computed the same way at ingest (each unit's vector) and at answer time (the quoted units), so
-    it must stay a pure function of the text; the pipeline version changes when it does.
+
+_EMPTY_CELL = frozenset(["", "-", "–", "—", "n/a"])
+
+
+def _row_with_header(row: str, header: str | None) -> str:
+    """A table row as it reads alone: "Feature: Vehicles; Starter: Up to 25; Growth: Up to 250"."""
+    cells = _cells(row)
+    names = _cells(header) if header else []
+    if len(names) != len(cells) or header == row:
+        return " | ".join(c for c in cells if c)
+    pairs = zip(names, cells, strict=True)
+    return "; ".join(f"{name}: {cell}" if name else cell for name, cell in pairs if cell not in _EMPTY_CELL)
+
+
+MAX_TERM_CHARS = 60
+
+
+def _term_name(line: str) -> str:
+    """A definition term as a lead: "--quiet", or for a long synopsis "push [-p|--patch] …::" just "push"."""
+    term = plain(line).rstrip(":;").strip()
+    if len(term) > MAX_TERM_CHARS:
+        term = re.split(r"\s[\[<(]", term, maxsplit=1)[0][:MAX_TERM_CHARS]
+    return term
+
+
+def answer_units(text: str) -> list[TextUnit]:
+    """Sentences (across hard line breaks), list items with their lead-in, table rows with their header,
+    and runs of short fragments (PDF table lines) kept together as one unit.
+
+    Computed the same way at ingest (each unit's vector, pooled over its span) and at answer time (the
+    quoted units), so it must stay a pure function of the text; the pipeline version changes when it does.
     """
     units: list[TextUnit] = []
     run: list[TextUnit] = []
 
     def close_run() -> None:
         if run:
-            units.append(TextUnit(" ".join(u.text for u in run), run[0].start, run[-1].end))
+            units.append(TextUnit(" ".join(u.text for u in run), run[0].start, run[-1].end, run[0].lead, run[0].kind))
             run.clear()
 
-    for start, end in sentence_spans(text):
-        unit = TextUnit(plain(text[start:end]), start, end)
+    header: str | None = None  # the current table's first row
+    lead = ""  # the sentence introducing the current list, or the term a definition defines
+    terms: list[str] = []
+    previous_kind = ""
+    for start, end, kind in _spans_with_kinds(text):
+        raw = text[start:end]
+        if kind == "term":
+            term = _term_name(raw)
+            terms = [*terms, term] if previous_kind == "term" else [term]
+            close_run()
+            units.append(TextUnit(plain(raw), start, end, kind=kind))
+            previous_kind = kind
+            continue
+        if previous_kind == "term":
+            lead = ", ".join(terms) + ":"
+            unit = TextUnit(plain(raw), start, end, lead, kind)
+            close_run()
+            units.append(unit)
+            previous_kind = kind
+            continue
+        if kind == "row":
+            header = header if previous_kind == "row" else raw
+            unit = TextUnit(_row_with_header(raw, header), start, end, kind=kind)
+            close_run()
+            units.append(unit)
+            previous_kind = kind
+            continue
+        if kind == "item":
+            lead = lead if previous_kind == "item" else (units[-1].text if previous_kind == "lead" else "")
+        else:
+            lead = ""
+        unit = TextUnit(plain(raw), start, end, lead if kind == "item" else "", kind)
+        previous_kind = "lead" if kind == "text" and unit.text.endswith((":", "：")) else kind
         if (
             _reading_length(unit.text) < SHORT_LINE_CHARS
             and sum(_reading_length(u.text) for u in [*run, unit]) < MAX_UNIT_CHARS
+            and kind != "heading"
+            and previous_kind != "lead"
         ):
             run.append(unit)
             continue

@@ -10,15 +10,24 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from bot.agent.grading import evidence_block, names_all
-from bot.agent.models import Citation
+from bot.agent.models import Citation, Turn
 from tools.search import Evidence
-from tools.text import answer_units, content_terms, has_cjk, identifiers, shorten
+from tools.text import (
+    TextUnit,
+    answer_units,
+    content_terms,
+    has_cjk,
+    identifiers,
+    keyword_terms,
+    shorten,
+    split_sentences,
+)
 
 MAX_SENTENCES = 3
 MAX_ANSWER_CHARS = 700
@@ -46,6 +55,16 @@ _ANSWER_TYPES = [
     (
         re.compile(r"\bhow (many|much)\b|\b(max|maximum|minimum|limit|price|cost|rate|budget|cap)\b|多少|几", re.I),
         re.compile(r"\d|[一二三四五六七八九十百千万]"),
+    ),
+    (
+        # What happens next or otherwise: the sentence that states the consequence.
+        re.compile(
+            r"\bwhat happens\b|\bwhat if\b|\bif (?:i|we|you|they|someone) (?:don'?t|do not|can'?t|cannot|miss|fail)\b",
+            re.I,
+        ),
+        _CONSEQUENCE := re.compile(
+            r"\bif (?:not|still|no|un\w+)\b|\botherwise\b|\bunless\b|\bfail(?:s|ed|ing)?\b|\bescalat", re.I
+        ),
     ),
 ]
 _MARKER = re.compile(r"\[(\d{1,3})\]")
@@ -91,6 +110,83 @@ LEXICAL_WEIGHT = 0.5
 ANSWER_TYPE_BONUS = 0.25
 ANCHOR_PENALTY = 0.3
 MIN_SENTENCE_SCORE = 0.1
+# The lead sentence comes from the top-routed KB unless another KB's best is clearly better supported.
+LEAD_KB_SHARE = 0.75
+# Two sentences sharing this share of their terms say the same thing (a page ingested as .txt and .html).
+NEAR_DUPLICATE = 0.8
+# A follow-up asking what comes next ("and if I don't?") is not answered by what was just said.
+ALREADY_SAID_PENALTY = 0.3
+NOT_WHAT_NEXT_PENALTY = 0.15
+# A sentence that has the question's words in the question's order ("5 years") is likelier the answer.
+PHRASE_WEIGHT = 0.15
+# A table row whose cell the question names as written is the row it asks about (near-ties among rows).
+ROW_KEY_BONUS = 0.05
+MAX_HEADING_CHARS = 40
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    score: float
+    rank: int  # of its chunk in the evidence
+    position: int  # of the unit in its chunk
+    unit: TextUnit
+    terms: frozenset[str]
+    reads: str  # how it reads in the answer (a list item with its lead-in, a row with its header)
+
+
+def _reads(unit: TextUnit, location: str, query_terms: set[str]) -> str:
+    """A unit as it reads alone: a list item with the sentence that introduces it; or with its section's
+    heading when the heading names what was asked and the item does not ("Starter: $29 per vehicle…")."""
+    if unit.lead:
+        return f"{unit.lead} {unit.text}"
+    if unit.kind == "item" and " > " in location:
+        heading = location.rsplit(" > ", 1)[-1].strip()
+        if 0 < len(heading) <= MAX_HEADING_CHARS and (content_terms(heading) - content_terms(unit.text)) & query_terms:
+            return f"{heading}: {unit.text}"
+    return unit.text
+
+
+# Numbers written as words match the digits ("after five years" is "5 years of service").
+_NUMBER_WORDS = {
+    w: str(n)
+    for n, w in enumerate(
+        ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"]
+        + ["thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"]
+    )
+}
+
+
+def _terms(text: str) -> set[str]:
+    return {_NUMBER_WORDS.get(t, t) for t in content_terms(text)}
+
+
+def _names_a_cell(row: str, query: str) -> bool:
+    """Whether the question names one of the row's cells as written: "产假是多少天" names the row "产假 | 158 天",
+    not "陪产假 | 10 天"; "how many vehicles" names "Vehicles | Up to 25"."""
+    asked = query.lower()
+    return any(len(cell) >= 2 and cell.lower() in asked for cell in (c.strip() for c in row.strip(" |").split("|")))
+
+
+def _phrases(text: str) -> set[tuple[str, str]]:
+    """Adjacent term pairs, in order: "after five years" shares ("5", "year") with "complete 5 years"."""
+    terms = [_NUMBER_WORDS.get(t, t) for t in keyword_terms(text) if not has_cjk(t)]
+    return set(zip(terms, terms[1:], strict=False))
+
+
+def _near_duplicate(a: set[str], b: set[str]) -> bool:
+    """Mostly the same words, or one's words all inside the other's ("git-bisect - Use binary search…")."""
+    return bool(a and b) and (len(a & b) / len(a | b) >= NEAR_DUPLICATE or len(a & b) == min(len(a), len(b)))
+
+
+def already_said(history: Sequence[Turn]) -> set[str]:
+    """The sentence each of the bot's earlier answers led with, as plain text."""
+    said = set()
+    for turn in history:
+        if turn.role == "assistant" and _MARKER.search(turn.text):
+            first = split_sentences(_MARKER.sub(" ", turn.text))
+            if first:
+                said.add(" ".join(first[0].split()))
+    return said
 
 
 def extractive_answer(
@@ -101,31 +197,53 @@ def extractive_answer(
     focus: set[str] | frozenset[str] = frozenset(),
     unit_vectors: Mapping[str, np.ndarray] | None = None,
     asked: str | None = None,
+    routed: Sequence[str] = (),
+    avoid: Collection[str] = (),
 ) -> DraftAnswer | None:
-    """The best evidence sentences, cited. With the query's vector, the lexical front-runners are
-    re-scored by their meaning (vectors saved at ingest, by chunk id, else `embed`), so a sentence
-    that says it in other words still wins."""
-    query_terms = content_terms(query)
+    """The best evidence sentences, cited, the best-supported one from the top-routed KB first. With
+    the query's vector, the lexical front-runners are re-scored by their meaning (vectors saved at
+    ingest, by chunk id, else `embed`), so a sentence that says it in other words still wins. `avoid`:
+    sentences the thread was already told, for a follow-up that asks what comes next."""
+    scored = score_units(query, evidence, query_vector, embed, focus, unit_vectors, asked, avoid)
+    if not scored or scored[0].score <= MIN_SENTENCE_SCORE:
+        return None
+    # A follow-up asking what comes next is answered by a step the top passage may not hold.
+    chosen = compose(query, evidence, scored, routed, top_passage_first=not avoid)
+    return _cited(evidence, chosen)
+
+
+def score_units(
+    query: str,
+    evidence: Sequence[Evidence],
+    query_vector: np.ndarray | None = None,
+    embed: Callable[[list[str]], np.ndarray] | None = None,
+    focus: set[str] | frozenset[str] = frozenset(),
+    unit_vectors: Mapping[str, np.ndarray] | None = None,
+    asked: str | None = None,
+    avoid: Collection[str] = (),
+) -> list[_Candidate]:
+    """Every answer unit of the evidence, scored for this query, best first."""
+    query_terms = _terms(query)
     expected = [answer for asks, answer in _ANSWER_TYPES if asks.search(query)]
-    candidates: list[tuple[float, int, int, str]] = []  # (score, chunk rank, position, sentence)
+    units: list[tuple[int, int, TextUnit, str]] = []  # (chunk rank, position, unit, how it reads)
     saved: dict[int, np.ndarray] = {}  # chunk rank → its units' vectors, when they match its units
     for rank, item in enumerate(evidence):
-        units = answer_units(item.chunk.text)
+        chunk_units = answer_units(item.chunk.text)
         vectors = (unit_vectors or {}).get(item.chunk_id)
-        if vectors is not None and len(vectors) == len(units):
+        if vectors is not None and len(vectors) == len(chunk_units):
             saved[rank] = vectors
-        for position, unit in enumerate(units):
-            candidates.append((0.0, rank, position, unit.text))
-    if not candidates or not query_terms:
-        return None
+        for position, unit in enumerate(chunk_units):
+            units.append((rank, position, unit, _reads(unit, item.chunk.location, query_terms)))
+    if not units or not query_terms:
+        return []
 
     # Rarer query terms (within the evidence) say more about which sentence answers. A sentence
     # also "contains" its section's heading terms: under "SEV1 - Critical", "first update within
-    # 20 minutes" is about SEV1.
-    header_terms = [content_terms(e.chunk.location) for e in evidence]
-    sentence_terms = [content_terms(c[3]) | header_terms[c[1]] for c in candidates]
+    # 20 minutes" is about SEV1; and a list item its lead-in's.
+    header_terms = [_terms(e.chunk.location) for e in evidence]
+    sentence_terms = [_terms(reads) | header_terms[rank] for rank, _, _, reads in units]
     document_frequency = {t: sum(t in terms for terms in sentence_terms) for t in query_terms}
-    weight = {t: math.log(1 + len(candidates) / (1 + df)) for t, df in document_frequency.items()}
+    weight = {t: math.log(1 + len(units) / (1 + df)) for t, df in document_frequency.items()}
     total_weight = sum(weight.values()) or 1.0
     # Codes and numbers in the question (SEV3, Q4, 401k) are not negotiable: a sentence about SEV2
     # answers nothing about SEV3, however similar it reads.
@@ -136,51 +254,101 @@ def extractive_answer(
     # identifier carried into a follow-up ("and for contractors?" after a 401k question) only places it.
     names = [n for n in identifiers(asked or query) if any(names_all(e, [n]) for e in evidence)]
     off_topic = {rank for rank, e in enumerate(evidence) if not names_all(e, names)}
-    focus = {t for t in focus if any(t in terms for terms in sentence_terms)}
+    focus = {t for t in {_NUMBER_WORDS.get(t, t) for t in focus} if any(t in terms for terms in sentence_terms)}
+    avoid = {" ".join(a.split()) for a in avoid}
+    # A follow-up's own words in their order ("after five years") say what it adds to the thread.
+    query_phrases = (_phrases(asked) if focus and asked else set()) or _phrases(query)
     scored = []
-    for (_, rank, position, sentence), terms in zip(candidates, sentence_terms, strict=True):
+    for (rank, position, unit, reads), terms in zip(units, sentence_terms, strict=True):
         overlap = sum(weight[t] for t in query_terms & terms) / total_weight
         score = LEXICAL_WEIGHT * overlap + 0.05 / (1 + rank) - 0.005 * position
+        if query_phrases:
+            score += PHRASE_WEIGHT * len(query_phrases & _phrases(reads)) / len(query_phrases)
         if anchors - terms or rank in off_topic:
             score -= ANCHOR_PENALTY
         if focus and not focus & terms:
             score -= ANCHOR_PENALTY
-        if expected and any(pattern.search(sentence) for pattern in expected):
+        if expected and any(pattern.search(reads) for pattern in expected):
             score += ANSWER_TYPE_BONUS
-        if len(sentence) < 25:
-            score -= 0.2  # headings and fragments answer little
-        scored.append((score, rank, position, sentence))
+        if len(reads) < 25 or unit.kind == "term" or reads.endswith((":", "：")):
+            score -= 0.2  # headings, fragments and lead-ins ("You can choose between two plans:") answer little
+        if unit.kind == "row" and _names_a_cell(evidence[rank].chunk.text[unit.start : unit.end], query):
+            score += ROW_KEY_BONUS
+        if avoid:
+            if unit.text in avoid or reads in avoid:
+                score -= ALREADY_SAID_PENALTY
+            if not _CONSEQUENCE.search(reads):
+                score -= NOT_WHAT_NEXT_PENALTY
+        scored.append(_Candidate(score, rank, position, unit, frozenset(terms), reads))
     if query_vector is not None:
         # Meaning first: "handover" must find the sentence that says "handoff".
-        scored.sort(key=lambda c: c[0], reverse=True)
+        scored.sort(key=lambda c: c.score, reverse=True)
         head = scored[:SEMANTIC_CANDIDATES]
-        vectors = _meaning_vectors(head, saved, embed)
+        vectors = _meaning_vectors([(c.rank, c.position, c.unit.text) for c in head], saved, embed)
         if vectors is not None:
             cosines = vectors @ query_vector
-            scored = [(c[0] + float(cos), *c[1:]) for c, cos in zip(head, cosines, strict=True)]
-    scored.sort(key=lambda c: c[0], reverse=True)
-    best_score = scored[0][0]
-    if best_score <= MIN_SENTENCE_SCORE:
-        return None
+            scored = [replace(c, score=c.score + float(cos)) for c, cos in zip(head, cosines, strict=True)]
+    scored.sort(key=lambda c: c.score, reverse=True)
+    return scored
 
-    chosen = [scored[0]]
-    for candidate in scored[1:]:
-        if len(chosen) >= MAX_SENTENCES or candidate[0] < 0.6 * best_score:
+
+def compose(
+    query: str,
+    evidence: Sequence[Evidence],
+    scored: Sequence[_Candidate],
+    routed: Sequence[str] = (),
+    top_passage_first: bool = True,
+) -> list[_Candidate]:
+    """The sentences to quote, in the order to quote them: the lead first — the best-supported sentence
+    of the top-routed KB that has evidence (another KB's only when clearly better) — then up to
+    MAX_SENTENCES - 1 more near its score, in reading order. Another KB's sentence joins only when it
+    adds a query term the others lack (the question spans both KBs); a near-duplicate never does."""
+    best = scored[0]
+    kbs = [e.chunk.kb for e in evidence]
+    primary = next((kb for kb in routed if kb in kbs), kbs[best.rank])
+    primary_best = next((c for c in scored if kbs[c.rank] == primary), None)
+    lead = primary_best if primary_best is not None and primary_best.score >= LEAD_KB_SHARE * best.score else best
+    # Within that KB, the top-ranked passage's best sentence, unless another passage's is clearly better:
+    # the search ranked the whole passage, the sentence scores only see the sentence.
+    top_rank = kbs.index(kbs[lead.rank])
+    passage_best = next((c for c in scored if c.rank == top_rank), None)
+    if top_passage_first and passage_best is not None and passage_best.score >= LEAD_KB_SHARE * lead.score:
+        lead = passage_best
+    lead_kb = kbs[lead.rank]
+    query_terms = _terms(query)
+    chosen = [lead]
+    covered = set(lead.terms & query_terms)
+    for candidate in scored:
+        if len(chosen) >= MAX_SENTENCES or candidate.score < 0.6 * lead.score:
             break
-        if sum(len(c[3]) for c in chosen) + len(candidate[3]) > MAX_ANSWER_CHARS:
+        if candidate is lead or sum(len(c.reads) for c in chosen) + len(candidate.reads) > MAX_ANSWER_CHARS:
             continue
-        if candidate[3] in {c[3] for c in chosen}:
+        said = _terms(candidate.reads)  # its own words: the .txt and .html of one page sit under other headings
+        if any(candidate.reads == c.reads or _near_duplicate(said, _terms(c.reads)) for c in chosen):
+            continue
+        if any(candidate.unit.lead and candidate.unit.lead == c.unit.text for c in chosen):
+            continue  # its lead-in is quoted already; keep the order simple
+        if kbs[candidate.rank] != lead_kb and not (candidate.terms & query_terms) - covered:
             continue
         chosen.append(candidate)
-    chosen.sort(key=lambda c: (c[1], c[2]))  # reading order: by chunk rank, then position
+        covered |= candidate.terms & query_terms
+    rest = sorted(chosen[1:], key=lambda c: (c.rank != lead.rank, c.rank, c.position))
+    return [lead, *rest]
 
+
+def _cited(evidence: Sequence[Evidence], chosen: Sequence[_Candidate]) -> DraftAnswer:
     numbers: dict[int, int] = {}
     citations: list[Citation] = []
     parts = []
-    for _, rank, _, sentence in chosen:
+    leads_said: set[str] = set()
+    for candidate in chosen:
+        rank, sentence = candidate.rank, candidate.reads
+        if candidate.unit.lead and candidate.unit.lead in leads_said:
+            sentence = candidate.unit.text  # items of one list: their lead-in once
+        leads_said.add(candidate.unit.lead)
         if rank not in numbers:
             numbers[rank] = len(numbers) + 1
-            excerpt = " ".join(c[3] for c in chosen if c[1] == rank)
+            excerpt = " ".join(c.reads for c in chosen if c.rank == rank)
             citations.append(make_citation(numbers[rank], evidence[rank], excerpt))
         separator = "" if has_cjk(sentence) else " "
         parts.append(f"{sentence}{separator}[{numbers[rank]}]")
@@ -189,21 +357,21 @@ def extractive_answer(
 
 
 def _meaning_vectors(
-    head: list[tuple[float, int, int, str]],
+    head: list[tuple[int, int, str]],
     saved: Mapping[int, np.ndarray],
     embed: Callable[[list[str]], np.ndarray] | None,
 ) -> np.ndarray | None:
     """The candidates' vectors: saved at ingest where there is one, encoded now otherwise (None if
     some are missing and nothing can encode them)."""
     rows: list[np.ndarray | None] = []
-    for _, rank, position, _ in head:
+    for rank, position, _ in head:
         vector = saved[rank][position] if rank in saved else None
         rows.append(None if vector is None or np.isnan(vector[0]) else vector)
     missing = [i for i, row in enumerate(rows) if row is None]
     if missing:
         if embed is None:
             return None
-        for i, vector in zip(missing, embed([head[i][3] for i in missing]), strict=True):
+        for i, vector in zip(missing, embed([head[i][2] for i in missing]), strict=True):
             rows[i] = vector
     return np.stack(rows)  # type: ignore[arg-type]
 

@@ -83,6 +83,56 @@ _QUESTION_WORDS = {
 _CAPITALISED = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][\w'’-]+(?:\s+(?:of|the|de|van|von)?\s*[A-Z][\w'’-]+)*)")
 
 
+# A follow-up that asks what happens next: "and if I don't?", "what if not?", "and then?", "what if I miss it?".
+_NOT = r"(?:don['’]?t|do not|doesn['’]?t|does not|didn['’]?t|can['’]?t|cannot|won['’]?t|couldn['’]?t|not)"
+_WHAT_NEXT = re.compile(
+    r"^\s*(?:and|but|so|ok(?:ay)?)?[\s,]*(?:what\s+)?(?:if|when)\s+"
+    rf"(?:i|we|you|they|he|she|it|someone|nobody|no one)?\s*(?:{_NOT}|miss|fail|forget)\b"
+    r"|\bwhat happens (?:next|then|after(?:wards)?|if not)\b|\b(?:and|what happens) then\b|\bthen what\b"
+    r"|\bwhat(?:['’]s| is| comes) next\b|\bif not\b",
+    re.I,
+)
+# "if I don't", "if not": the condition the follow-up adds ends there; its verb is the previous question's.
+_BARE_NEGATION = re.compile(rf"\b{_NOT}\s*[?.!]*\s*$", re.I)
+# A follow-up that only adds a condition to the previous question ("what about after five years?",
+# "and during the probation period?"): the previous question, with the condition added.
+_CONDITION = re.compile(
+    r"^(?:after|before|during|within|without|with|once|until|beyond|past|over|under|in the|on the|outside|while)\b",
+    re.I,
+)
+_NUMBER = (
+    r"(?:\d+(?:[.,]\d+)?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|a few)"
+)
+# What a "what/which/how many" question asks about: "What pressure should I pump…" → "pressure".
+_ASKED_ABOUT = re.compile(
+    r"^\s*(?:what|which|how many|how much)\s+((?:[\w'’-]+\s+){0,2}?[\w'’-]+)\s+"
+    r"(?:should|do|does|did|is|are|was|were|can|could|will|would|must|has|have|am)\b",
+    re.I,
+)
+
+
+_MODALS = frozenset(["need", "needs", "have", "has", "must", "required", "supposed", "allowed", "able"])
+
+
+def asks_what_next(question: str) -> bool:
+    """Whether a message asks what happens next or otherwise ("and if I don't?", "then what?")."""
+    return bool(_WHAT_NEXT.search(question))
+
+
+def asked_about(question: str) -> str | None:
+    """The thing a what/which/how-many question asks about, when it says so plainly ("pressure")."""
+    match = _ASKED_ABOUT.match(question)
+    if not match:
+        return None
+    words = [w for w in match.group(1).split() if w.lower() not in STOPWORDS and w.lower() not in _QUESTION_WORDS]
+    return " ".join(words) or None
+
+
+def _quantified(words: Sequence[str], text: str) -> set[str]:
+    """The words counted by a number in `text` ("five years" → years): a measure, not a thing."""
+    return {w for w in words if re.search(rf"\b{_NUMBER}\s+{re.escape(w)}\b", text, re.I)}
+
+
 class CondensedQuery(BaseModel):
     standalone_query: str
 
@@ -141,7 +191,22 @@ def condense_offline(
         return f"{context} {core}".strip() if core else context
 
     core = _CONNECTIVE.sub("", question).strip()
+    if asks_what_next(question):
+        condition = re.sub(r"^\s*(?:and|but|so|ok(?:ay)?)?[\s,]*(?:what\s+)?", "", question).rstrip("?.! ")
+        asked = " ".join(w for w in content_words(previous) if w not in _MODALS)
+        if _BARE_NEGATION.search(core):
+            # "and if I don't?" after "How long do I have to acknowledge a page?": what happens if I don't
+            # acknowledge a page. The words are the previous question's; the question is what follows.
+            if not re.match(r"(?:if|when)\b", condition, re.I):
+                condition = f"if {condition}"
+            return f"What happens {condition} {asked}?"
+        if re.match(r"(?:if|when)\b", condition, re.I):
+            # "what if I don't spend it all?": the previous question, under that condition.
+            return f"{previous.strip().rstrip('?？.').strip()} {condition}?"
+        return f"What happens after {asked}?"  # "and then what?"
     subject = main_subject(previous) or (main_subject(user_turns[0]) if len(user_turns) > 1 else None)
+    if subject is None and _SUBJECT_PRONOUNS.search(core) and not _POSSESSIVE_PRONOUNS.search(core):
+        subject = asked_about(previous)  # "How often should I check it?" after "What pressure…": pressure
     if subject and (_SUBJECT_PRONOUNS.search(core) or _POSSESSIVE_PRONOUNS.search(core)):
         # The subject now stands in for the pronoun: the question is complete as it is.
         if _POSSESSIVE_PRONOUNS.search(core):
@@ -154,6 +219,11 @@ def condense_offline(
         if new_words and carried
         else {}
     )
+    # "after five years" measures the previous question's thing, it does not replace "days" by "years".
+    measures = _quantified(new_words, core) - _quantified(carried, previous)
+    replacements = {old: new for old, new in replacements.items() if new not in measures}
+    if not replacements and _CONDITION.match(core):
+        return f"{previous.strip().rstrip('?？.').strip()} {core.rstrip('?').strip()}?"
     if replacements and len(new_words) <= MAX_SUBSTITUTION_WORDS:
         # "and for contractors?" after "How much parental leave do employees get?" is that question
         # with one word swapped: the best standalone rewrite is exactly that.

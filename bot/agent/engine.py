@@ -240,8 +240,15 @@ class AnswerEngine:
     # --- answer ------------------------------------------------------------------------------
 
     def write_answer(
-        self, question: Question, evidence: list[Evidence], relevant_ids: list[str], llm: LlmAccess
+        self,
+        question: Question,
+        evidence: list[Evidence],
+        relevant_ids: list[str],
+        llm: LlmAccess,
+        routed: Sequence[str] = (),
     ) -> Outcome[answering.DraftAnswer | None]:
+        """The cited answer from `evidence`; `routed`: the KBs the router chose, best first (the answer
+        leads with the top one's best sentence)."""
         chosen = answering.select_evidence(evidence, relevant_ids)
         return llm_step(
             fallback.ANSWER,
@@ -249,10 +256,12 @@ class AnswerEngine:
             lambda: answering.answer_messages(question.standalone, chosen),
             None,  # a text answer, not JSON
             lambda text: answering.validate_llm_answer(text, chosen),
-            lambda: self._extractive_answer(question, chosen),
+            lambda: self._extractive_answer(question, chosen, routed),
         )
 
-    def _extractive_answer(self, question: Question, chosen: list[Evidence]) -> answering.DraftAnswer | None:
+    def _extractive_answer(
+        self, question: Question, chosen: list[Evidence], routed: Sequence[str] = ()
+    ) -> answering.DraftAnswer | None:
         embedder = self.service.embedder
         # A follow-up's own words ("contractors") are what it asks about; the words carried over
         # from the conversation only place it.
@@ -266,6 +275,9 @@ class AnswerEngine:
             focus=focus,
             unit_vectors=saved,
             asked=question.text,
+            routed=routed,
+            # "and if I don't?" asks what happens next: the sentence the thread was just told is not it.
+            avoid=answering.already_said(question.history) if condense.asks_what_next(question.text) else (),
         )
 
     def embed_sentences(self, texts: list[str]) -> np.ndarray:

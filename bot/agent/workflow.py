@@ -290,7 +290,9 @@ class AnswerWorkflow(Workflow):
         started = time.perf_counter()
         question, trace = ev.question, await ctx.store.get_state()
         question.status("Writing the answer…")
-        written = self.engine.write_answer(question, ev.evidence, ev.relevant_ids, self.llm_for(question, trace))
+        written = self.engine.write_answer(
+            question, ev.evidence, ev.relevant_ids, self.llm_for(question, trace), routed=trace.route.kbs
+        )
         trace = trace.noting(written).timed("answer", started)
         if written.value is None:
             await ctx.store.set_state(trace)

@@ -1,0 +1,121 @@
+"""Answer units: what an offline answer quotes. They follow sentences, not lines: a hard-wrapped paragraph
+(plain-text docs, man pages) is cut at its sentence ends, a table row stays whole and reads with its header,
+a list item keeps the sentence that introduces it. The unit vectors saved at ingest follow the same units."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tools.embeddings import embed_chunks, get_embedder
+from tools.parsing import parse_file
+from tools.store import StoredChunk
+from tools.text import answer_units, sentence_spans
+
+FIXTURES = Path(__file__).parent / "fixtures" / "hard-wrapped"
+
+WRAPPED = (
+    "Use `klaxon snooze` when an alert keeps paging for a problem that is\n"
+    "already being handled, so that the person on call can work without the\n"
+    "pager going off every few minutes.  A snoozed alert still records every\n"
+    "firing in the incident timeline, but nobody is paged until the snooze\n"
+    "expires (e.g. after `30m`) or is lifted.\n"
+)
+
+
+def texts(text: str) -> list[str]:
+    return [u.text for u in answer_units(text)]
+
+
+def test_a_hard_wrapped_paragraph_is_cut_at_its_sentences_not_its_lines() -> None:
+    assert texts(WRAPPED) == [
+        "Use `klaxon snooze` when an alert keeps paging for a problem that is already being handled, so that the "
+        "person on call can work without the pager going off every few minutes.",
+        "A snoozed alert still records every firing in the incident timeline, but nobody is paged until the snooze "
+        "expires (e.g. after `30m`) or is lifted.",
+    ]
+    # Each unit's span covers its sentence in the original text, line breaks and all (the vector is pooled there).
+    first, second = answer_units(WRAPPED)
+    assert WRAPPED[first.start : first.end].startswith("Use `klaxon")
+    assert WRAPPED[first.end - 8 : first.end] == "minutes."
+    assert WRAPPED[second.start : second.end].endswith("or is lifted.")
+
+
+def test_headings_and_short_lines_are_not_glued_to_the_next_sentence() -> None:
+    # The PDF parser's shape: a heading line, then a paragraph on one line.
+    text = "Health savings account\nIf you choose the HDHP, Lumen contributes $1,000 per year.\nDental and vision"
+    assert texts(text) == [
+        "Health savings account",
+        "If you choose the HDHP, Lumen contributes $1,000 per year.",
+        "Dental and vision",
+    ]
+    # A short line ending a sentence is one too; a line starting in lower case continues the one before.
+    assert texts("Contractors are not eligible.\nThey may attend tech talks, and\nmay ask for a licence.") == [
+        "Contractors are not eligible.",
+        "They may attend tech talks, and may ask for a licence.",
+    ]
+
+
+def test_a_table_row_is_one_unit_that_reads_with_its_header() -> None:
+    text = (
+        "Feature | Starter | Growth | Enterprise\n\n"
+        "Price (annual billing) | $29/vehicle/month | $59/vehicle/month | Custom (min. $25,000/year)\n\n"
+        "SSO (SAML) | – | – | Included"
+    )
+    assert texts(text) == [
+        "Feature | Starter | Growth | Enterprise",
+        "Feature: Price (annual billing); Starter: $29/vehicle/month; Growth: $59/vehicle/month; "
+        "Enterprise: Custom (min. $25,000/year)",
+        "Feature: SSO (SAML); Enterprise: Included",
+    ]
+    markdown = "| Time | What happens |\n|---|---|\n| 09:30 | Welcome session |\n| 10:30 | IT setup call |"
+    assert texts(markdown)[1:] == [
+        "Time: 09:30; What happens: Welcome session",
+        "Time: 10:30; What happens: IT setup call",
+    ]
+
+
+def test_a_list_item_keeps_the_sentence_that_introduces_it() -> None:
+    text = (
+        "The default escalation policy looks like this:\n\n"
+        "1. **Primary on-call** is paged immediately.\n"
+        "2. If not acknowledged within 5 minutes, the **secondary on-call** is paged."
+    )
+    units = answer_units(text)
+    assert [(u.lead, u.text) for u in units[1:]] == [
+        ("The default escalation policy looks like this:", "Primary on-call is paged immediately."),
+        (
+            "The default escalation policy looks like this:",
+            "If not acknowledged within 5 minutes, the secondary on-call is paged.",
+        ),
+    ]
+    assert "2." not in [u.text for u in units], "an item's number is not a sentence"
+
+
+def test_an_option_description_names_its_option() -> None:
+    text = "-q::\n--quiet::\n\tQuiet, suppress feedback\n\tmessages.\n+\nThe default is to report."
+    units = answer_units(text)
+    described = next(u for u in units if u.text.startswith("Quiet"))
+    assert (described.lead, described.text) == ("-q, --quiet:", "Quiet, suppress feedback messages.")
+    assert not any(u.text.startswith("+") for u in units)
+
+
+def test_the_fixture_manual_reads_in_whole_sentences_in_both_formats() -> None:
+    for name in ("klaxon-snooze.txt", "klaxon-snooze.html"):
+        units = [u for s in parse_file(FIXTURES / name).sections for u in answer_units(s.text)]
+        sentences = [u.text for u in units if u.kind == "text" and len(u.text) > 60]
+        assert sentences, name
+        # A sentence ends with its full stop, not at a line break in mid-clause.
+        assert all(s.endswith((".", ":", ")")) for s in sentences), (name, sentences)
+        assert any(s.startswith("Snoozes longer than four hours") and s.endswith("alerts channel.") for s in sentences)
+
+
+def test_sentence_spans_do_not_overlap_and_stay_in_order() -> None:
+    text = (FIXTURES / "klaxon-snooze.txt").read_text(encoding="utf-8")
+    spans = sentence_spans(text)
+    assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:], strict=False))
+
+
+def test_unit_vectors_follow_the_units_of_a_hard_wrapped_chunk(settings) -> None:
+    chunk = StoredChunk("k/d@v1#0", "k", "klaxon-snooze.txt", 1, 0, "klaxon-snooze", "DESCRIPTION", WRAPPED)
+    _, units = embed_chunks(get_embedder(settings), [chunk])
+    assert units is not None and len(units[0]) == len(answer_units(WRAPPED)) == 2
