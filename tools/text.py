@@ -571,6 +571,9 @@ _CJK_NAME_TAGS = frozenset(["ns", "nr", "nrt", "nrfg", "nt", "nz"])
 # Particles, pronouns, numerals and quantity words ("几天", "多少"), prepositions, conjunctions, adverbs,
 # punctuation: what a question says about its form, not its subject.
 _CJK_FORM_TAGS = frozenset(["x", "uj", "ul", "uz", "ug", "ud", "uv", "y", "r", "m", "mq", "q", "p", "c", "d", "e", "o"])
+# Words jieba tags as content that say how a question is asked ("怎么办", "什么时候", "一般", "应该") or
+# whom it is about in general ("同事" when the documents say 员工 or 人员): not what a passage must contain.
+_CJK_FORM_WORDS = frozenset(["怎么办", "时候", "一般", "应该", "同事", "这边", "那边", "大家", "请问", "一共"])
 
 
 @lru_cache(maxsize=1)
@@ -594,7 +597,7 @@ def cjk_content_words(text: str) -> list[str]:
     of one character ("去", "钱", "假") say little on their own: kept only when there is nothing else."""
     found: dict[str, None] = {}
     for word, tag in cjk_words(text):
-        if tag not in _CJK_FORM_TAGS and word not in CJK_STOPWORDS:
+        if tag not in _CJK_FORM_TAGS and word not in CJK_STOPWORDS and word not in _CJK_FORM_WORDS:
             found.setdefault(word, None)
     longer = [w for w in found if len(w) > 1]
     return longer or list(found)
@@ -603,3 +606,15 @@ def cjk_content_words(text: str) -> list[str]:
 def cjk_names(text: str) -> list[str]:
     """Place, person and organisation names in Chinese text (东京, 里斯本): an answer must be about them."""
     return list(dict.fromkeys(w for w, tag in cjk_words(text) if tag in _CJK_NAME_TAGS and len(w) > 1))
+
+
+def cjk_nouns(text: str) -> list[str]:
+    """The Chinese nouns of `text` (jieba's n* tags, two characters or more) that carry its subject: a KB
+    that never mentions 宠物 or 年终奖 cannot answer a question about them."""
+    return list(
+        dict.fromkeys(
+            w
+            for w, tag in cjk_words(text)
+            if tag.startswith("n") and len(w) > 1 and w not in CJK_STOPWORDS and w not in _CJK_FORM_WORDS
+        )
+    )

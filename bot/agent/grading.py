@@ -27,6 +27,7 @@ from tools.text import (
     answer_units,
     cjk_content_words,
     cjk_names,
+    cjk_nouns,
     content_terms,
     has_cjk,
     identifiers,
@@ -50,8 +51,9 @@ UNIT_COVERAGE = 0.4  # ... naming this share of its terms answers it
 TYPED_UNIT_COSINE = 0.45  # one of the kind of fact asked for (a number, a duration, a date) ...
 TYPED_UNIT_COVERAGE = 0.25  # ... naming this share of its terms
 MAX_QUESTION_TERMS = 20  # longer queries are descriptions, not questions about a named thing
-# Chinese questions, judged on words (MiniLM's cosine does not separate Chinese texts):
-CJK_COVERAGE = 0.75  # of the question's words in one of the best chunks
+# Chinese questions, judged on words (MiniLM's cosine does not separate Chinese texts), once a noun the KB
+# never mentions has been refused:
+CJK_COVERAGE = 0.6  # of the question's words in one of the best chunks
 CJK_UNIT_COVERAGE = 0.5  # in one unit of the kind of fact asked for
 
 _SPECIFIC = re.compile(r"(?<!^)(?<![.!?]\s)\b([A-Z][a-z]+[A-Za-z]*|\d{2,}(?:[.,]\d+)?)\b")
@@ -196,7 +198,7 @@ def grade_offline(
     if absent:
         return Verdict(False, f"the evidence found never mentions {', '.join(absent)}", missing=", ".join(absent))
     if has_cjk(query):
-        return grade_cjk(query, evidence, units)
+        return grade_cjk(query, evidence, units, term_known)
     best = max(evidence, key=lambda e: e.cosine)
     coverage = max(e.coverage for e in evidence[:5])
     # Offline, relevance is left to the answer step's own scoring of every sentence.
@@ -235,13 +237,39 @@ def answering_unit(units: Sequence[UnitMatch]) -> UnitMatch | None:
     return None
 
 
-def grade_cjk(query: str, evidence: Sequence[Evidence], units: Sequence[UnitMatch]) -> Verdict:
-    """A Chinese question: sufficient when one chunk holds most of its words, or one unit holds enough of
-    them and is the kind of fact asked for. Cosine does not count: it is high for any Chinese text."""
-    best = max(evidence[:UNIT_CHUNKS], key=lambda e: e.coverage)
+def grade_cjk(
+    query: str, evidence: Sequence[Evidence], units: Sequence[UnitMatch], term_known: Callable[[str], bool]
+) -> Verdict:
+    """A Chinese question: refused when it names a thing (a noun) the KB never mentions; otherwise sufficient
+    when one chunk that names its places holds most of its words, or one unit of such a chunk holds enough
+    of them and is the kind of fact asked for. Cosine does not count: it is high for any Chinese text."""
+    unknown = [w for w in cjk_nouns(query) if not all(term_known(t) for t in keyword_terms(w))]
+    if unknown:
+        return Verdict(False, f"the knowledge base never mentions {', '.join(unknown)}", missing=", ".join(unknown))
+    # The parental leave of 北京 is not answered by a chunk about leave that names no 北京, even if another
+    # chunk mentions 北京 in passing: the names must be in the chunk that answers.
+    names = cjk_names(query)
+    about = [
+        rank
+        for rank, e in enumerate(evidence[:UNIT_CHUNKS])
+        if all(name in f"{e.chunk.document}\n{e.chunk.header}\n{e.chunk.text}" for name in names)
+    ]
+    if not about:
+        return Verdict(False, "no evidence names " + ", ".join(names), missing=query)
+    best = max((evidence[rank] for rank in about), key=lambda e: e.coverage)
     if best.coverage >= CJK_COVERAGE:
         return Verdict(True, f"the question's words are in the evidence ({best.coverage:.0%})")
-    typed = [u for u in units if u.typed and u.coverage >= CJK_UNIT_COVERAGE]
+    # A sentence that answers on its own names the places itself, and enough of the question besides them.
+    subject = QueryTerms(frozenset(), tuple(w for w in cjk_content_words(query) if w not in names))
+    typed = [
+        u
+        for u in units
+        if u.rank in about
+        and u.typed
+        and u.coverage >= CJK_UNIT_COVERAGE
+        and all(name in f"{evidence[u.rank].chunk.header}\n{u.text}" for name in names)
+        and (not subject.words or subject.covered(f"{evidence[u.rank].chunk.header}\n{u.text}") >= CJK_UNIT_COVERAGE)
+    ]
     if typed:
         return Verdict(True, f"a sentence answers it ({typed[0].coverage:.0%} of the question's words)")
     return Verdict(False, f"weak evidence ({best.coverage:.0%} of the question's words found)", missing=query)

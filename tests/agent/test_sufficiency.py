@@ -15,7 +15,7 @@ import pytest
 from bot.agent import grading
 from bot.agent.engine import AnswerEngine
 from bot.agent.models import Turn
-from tools.text import cjk_content_words, cjk_names
+from tools.text import cjk_content_words, cjk_names, cjk_nouns
 
 # A long maintenance guide: the answer to "how often" is one short sentence among many about other things.
 BIKE_GUIDE = """# Road bike care
@@ -145,6 +145,30 @@ def test_in_kb_chinese_hotel_question_quotes_the_hotel_limit(offline_engine):
     assert answer.status == "answered", answer.answer
     assert "¥600" in answer.answer
     assert answer.citations[0].document == "shanghai-expense-policy-zh.md"
+
+
+def test_in_kb_chinese_question_worded_unlike_the_documents_is_answered(offline_engine):
+    # "同事" (colleague) and "怎么报" are not the policy's words (外包人员, 报销); its 费用 section answers.
+    answer = offline_engine.answer("外包同事的费用怎么报")
+    assert answer.status == "answered", answer.answer
+    assert "供应商" in answer.answer
+    assert answer.citations[0].document == "shanghai-expense-policy-zh.md"
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "上海办公室可以带宠物来上班吗",  # no document mentions pets, though 上海 办公室 上班 are everywhere
+        "北京办公室的午餐补贴是多少",  # 北京 appears only in the hotel limits, not next to the lunch allowance
+    ],
+)
+def test_chinese_question_about_what_no_chunk_names_is_refused(offline_engine, question):
+    assert offline_engine.answer(question).status == "insufficient_context"
+
+
+def test_chinese_nouns():
+    assert cjk_nouns("上海办公室可以带宠物来上班吗") == ["上海", "办公室", "宠物"]
+    assert "同事" not in cjk_content_words("外包同事的费用怎么报")  # whom it is about in general, not a subject
 
 
 def test_chinese_words_and_names():
