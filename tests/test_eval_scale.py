@@ -54,4 +54,3 @@ def test_eval_scale_builds_and_measures_in_a_fresh_process(tmp_path, monkeypatch
     assert run["queries"] == 4 and sum(run["ask_statuses"].values()) == 4
     assert run["publish_one_ok"] is True
     assert "ask_p95_ms" in out["goals"]["100000"]
-

@@ -113,7 +113,8 @@ def handle(args: argparse.Namespace, settings) -> int:
         sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
         stores = ["embedded", "server"] if args.store == "both" else [s.strip() for s in args.store.split(",")]
         if not sizes or any(n < 100 for n in sizes) or any(s not in ("embedded", "server") for s in stores):
-            print("eval scale: --sizes takes chunk counts of at least 100, --store embedded|server|both", file=sys.stderr)
+            message = "eval scale: --sizes takes chunk counts of at least 100; --store embedded|server|both"
+            print(message, file=sys.stderr)
             return 2
         datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
         result = eval_scale(ws, sizes, stores, datasets, args.queries, args.pool_docs, args.fresh)

@@ -30,6 +30,7 @@ Not part of `kbbot eval all`: a 100k build takes tens of minutes here.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -282,10 +283,8 @@ def _disk_mb(path: Path) -> float:
     total = 0
     for root, _dirs, files in os.walk(path):
         for name in files:
-            try:
+            with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(root, name)).st_blocks * 512
-            except OSError:
-                pass
     return round(total / (1 << 20), 1)
 
 
@@ -517,7 +516,9 @@ def eval_scale(
     for store in stores:
         for size in sizes:
             data_dir = ws.dir / "scale" / f"{store}-{size}"
-            server = ChromaServer(data_dir / "chroma-server", ws.dir / "scale" / f"chroma-{size}.log") if store == "server" else None
+            server = None
+            if store == "server":
+                server = ChromaServer(data_dir / "chroma-server", ws.dir / "scale" / f"chroma-{size}.log")
             try:
                 built = build(ws, size, data_dir, server, datasets, pool_documents, fresh)
                 if server is not None and server.process is None:
