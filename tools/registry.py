@@ -464,6 +464,21 @@ class Registry:
         generation = -1 if row is None else int(row[0])
         return generation, {r["name"]: r["live_version"] for r in rows}, sum(int(r["live_chunks"]) for r in rows)
 
+    def live_chunk_counts(self, kb: str) -> tuple[int, dict[str, tuple[int, int]]]:
+        """(generation, {document: (live version, its chunks)}), read in one transaction."""
+        with self._connect() as db:
+            db.execute("BEGIN")
+            try:
+                row = db.execute("SELECT generation FROM kbs WHERE name = ?", (kb,)).fetchone()
+                rows = db.execute(
+                    "SELECT name, live_version, live_chunks FROM documents WHERE kb = ? AND live_version IS NOT NULL",
+                    (kb,),
+                ).fetchall()
+            finally:
+                db.execute("COMMIT")
+        generation = -1 if row is None else int(row[0])
+        return generation, {r["name"]: (int(r["live_version"]), int(r["live_chunks"])) for r in rows}
+
     def begin_version(self, kb: str, document: str, content_hash: str) -> PendingVersion:
         """Record a new version as `processing`; the live version (if any) stays live."""
         return self.begin_versions(kb, [(document, content_hash)])[0]

@@ -161,16 +161,23 @@ class HybridSearcher:
             cached = self._snapshots.get(kb)
             if cached is not None and cached.index is keyword:
                 return cached
-            snapshot = self._load_snapshot(kb, keyword)
+            if (
+                cached is not None
+                and cached.index.lineage == keyword.lineage
+                and len(cached.chunks) <= len(keyword.chunk_ids)
+            ):
+                snapshot = self._extend_snapshot(kb, cached, keyword)
+            else:
+                snapshot = self._load_snapshot(kb, keyword)
             self._snapshots[kb] = snapshot
             return snapshot
 
-    def _load_snapshot(self, kb: str, keyword: KeywordIndex) -> _Snapshot:
-        ids = keyword.chunk_ids
+    def _fetch(self, kb: str, ids: list[str]) -> tuple[list[str], list[StoredChunk], np.ndarray | None]:
+        """(ids found, their chunks, their vectors as one array) from the collection, in batches."""
         collection = self.store.collection(kb)
-        chunks: list[StoredChunk | None] = [None] * len(ids)
-        vectors: np.ndarray | None = None
-        present = np.zeros(len(ids), dtype=bool)
+        found: list[str] = []
+        chunks: list[StoredChunk] = []
+        vectors: list[np.ndarray] = []
         for start in range(0, len(ids), 5000):
             part = ids[start : start + 5000]
             with self.store.chroma_errors():
@@ -178,17 +185,55 @@ class HybridSearcher:
             for cid, text, meta, vector in zip(
                 result["ids"], result["documents"], result["metadatas"], result["embeddings"], strict=True
             ):
-                i = keyword.position[cid]
-                if vectors is None:
-                    vectors = np.zeros((len(ids), len(vector)), dtype=np.float32)
-                chunks[i] = chunk_from_metadata(cid, text, meta)
-                vectors[i] = np.asarray(vector, dtype=np.float32)
-                present[i] = True
-        if vectors is None:
-            vectors = np.zeros((len(ids), 1), dtype=np.float32)
+                found.append(cid)
+                chunks.append(chunk_from_metadata(cid, text, meta))
+                vectors.append(np.asarray(vector, dtype=np.float32))
+        return found, chunks, (np.stack(vectors) if vectors else None)
+
+    def _place(self, kb: str, keyword: KeywordIndex, ids: list[str], offset: int, dimension: int | None):
+        """Rows for `ids` (positions from `offset` on): chunks, vectors and which were found."""
+        found, fetched, rows = self._fetch(kb, ids)
+        if dimension is None:
+            dimension = rows.shape[1] if rows is not None else 1
+        size = len(keyword.chunk_ids) - offset
+        chunks: list[StoredChunk | None] = [None] * size
+        vectors = np.zeros((size, dimension), dtype=np.float32)
+        present = np.zeros(size, dtype=bool)
+        if rows is not None:
+            at = np.fromiter((keyword.position[c] - offset for c in found), dtype=np.int64, count=len(found))
+            vectors[at] = rows
+            present[at] = True
+            for i, chunk in zip(at.tolist(), fetched, strict=True):
+                chunks[i] = chunk
+        return chunks, vectors, present
+
+    def _extend_snapshot(self, kb: str, old: _Snapshot, keyword: KeywordIndex) -> _Snapshot:
+        """The snapshot of an index derived from `old`'s (the same base positions): only the appended chunks
+        are read from the collection; tombstoned ones stop being present."""
+        start = len(old.chunks)
+        ids = [c for c in keyword.chunk_ids[start:] if c in keyword.position]
+        chunks, vectors, present = self._place(kb, keyword, ids, start, old.vectors.shape[1])
+        all_present = np.concatenate([old.present, present])
+        removed = keyword.removed_mask()
+        if removed is not None:
+            all_present &= ~removed
+        all_vectors = np.concatenate([old.vectors, vectors]) if len(vectors) else old.vectors
+        documents, owner = old.documents, keyword.all_chunk_documents()
+        if documents is not None and owner is not None and len(vectors):
+            new_owner = owner[start:]
+            first = documents.shape[0]
+            extra = np.zeros((int(new_owner.max()) + 1 - first, vectors.shape[1]), dtype=np.float32)
+            np.add.at(extra, new_owner - first, vectors)  # appended documents are wholly in the delta
+            extra /= np.maximum(np.linalg.norm(extra, axis=1, keepdims=True), 1e-12)
+            documents = np.concatenate([documents, extra])
+        return _Snapshot(keyword, [*old.chunks, *chunks], all_vectors, all_present, documents, owner)
+
+    def _load_snapshot(self, kb: str, keyword: KeywordIndex) -> _Snapshot:
+        # tombstoned positions stay absent
+        chunks, vectors, present = self._place(kb, keyword, keyword.live_chunk_ids(), 0, None)
         documents = owner = None
         if keyword.chunk_documents is not None:
-            owner = keyword.chunk_documents
+            owner = keyword.all_chunk_documents()
             documents = np.zeros((int(owner.max()) + 1, vectors.shape[1]), dtype=np.float32)
             np.add.at(documents, owner, vectors)
             documents /= np.maximum(np.linalg.norm(documents, axis=1, keepdims=True), 1e-12)
