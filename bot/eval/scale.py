@@ -87,7 +87,9 @@ def source_records(datasets: Sequence[str]) -> dict[str, list[tuple[str, str, st
                 corpora[f"{path.name}-{collection}"] = records
         else:
             raise DatasetError(f"{path}: neither a BEIR layout, a SQuAD sample nor MTRAG tasks")
-    return corpora
+    # Names prefixed by their corpus (cranfield and cisi both have a document "1"); the embedding cache is
+    # keyed by text, so the vectors are still those of the other benchmarks.
+    return {corpus: [(f"{corpus}/{n}", t, x) for n, t, x in records] for corpus, records in corpora.items()}
 
 
 def _any_split(path: Path) -> str:
