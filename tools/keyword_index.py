@@ -74,9 +74,7 @@ class _Stats:
         indptr = bm25.scores["indptr"]
         # bm25s' vocabulary can hold an entry past its postings (its empty-token placeholder): no postings
         df = {
-            term: int(indptr[tid + 1] - indptr[tid])
-            for term, tid in bm25.vocab_dict.items()
-            if tid + 1 < len(indptr)
+            term: int(indptr[tid + 1] - indptr[tid]) for term, tid in bm25.vocab_dict.items() if tid + 1 < len(indptr)
         }
         return cls(len(lengths), float(np.mean(lengths)) if len(lengths) else 1.0, df)
 
@@ -212,9 +210,7 @@ class KeywordIndex:
         if not terms:
             return None
         base_terms = [t for t in terms if t in self.bm25.vocab_dict]
-        scores = (
-            self.bm25.get_scores(base_terms) if base_terms else np.zeros(self.base_size, dtype=np.float32)
-        )
+        scores = self.bm25.get_scores(base_terms) if base_terms else np.zeros(self.base_size, dtype=np.float32)
         if self._chunk_delta is not None:
             scores = np.concatenate([scores, self._chunk_delta.scores(terms)])
         if self.documents is not None and self.chunk_documents is not None and self.document_weight:

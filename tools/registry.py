@@ -14,7 +14,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -404,9 +404,19 @@ class Registry:
             row = db.execute("SELECT * FROM documents WHERE kb = ? AND name = ?", (kb, name)).fetchone()
         return None if row is None else self._document(row)
 
-    def list_documents(self, kb: str) -> list[DocumentRecord]:
+    def list_documents(self, kb: str, names: Iterable[str] | None = None) -> list[DocumentRecord]:
+        """The KB's documents by name, or only those named (an answer's citations: not a whole large KB)."""
         with self._connect() as db:
-            rows = db.execute("SELECT * FROM documents WHERE kb = ? ORDER BY name", (kb,)).fetchall()
+            if names is None:
+                rows = db.execute("SELECT * FROM documents WHERE kb = ? ORDER BY name", (kb,)).fetchall()
+            else:
+                wanted, rows = sorted(set(names)), []
+                for start in range(0, len(wanted), 500):
+                    part = wanted[start : start + 500]
+                    rows += db.execute(
+                        f"SELECT * FROM documents WHERE kb = ? AND name IN ({','.join('?' * len(part))}) ORDER BY name",
+                        (kb, *part),
+                    ).fetchall()
         return [self._document(r) for r in rows]
 
     @staticmethod

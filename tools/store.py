@@ -36,6 +36,8 @@ from tools.registry import KbRecord, Registry
 
 log = logging.getLogger(__name__)
 
+LIVE_PAGE = 5000  # chunks per Chroma get() when reading a whole collection
+
 
 class KnowledgeBaseError(ValueError):
     """A KB operation that cannot be done; the message is for people."""
@@ -525,13 +527,23 @@ class KnowledgeStore:
         return self._live_chunks(kb, self._live_snapshot(kb)[1])
 
     def _live_chunks(self, kb: str, live: dict[str, int]) -> list[StoredChunk]:
-        with self.chroma_errors():
-            result = self.collection(kb).get(include=["documents", "metadatas"])
-        chunks = [
-            chunk_from_metadata(cid, text, meta)
-            for cid, text, meta in zip(result["ids"], result["documents"], result["metadatas"], strict=True)
-        ]
-        chunks = [c for c in chunks if live.get(c.document) == c.version]
+        # In pages: one get() of a whole collection fails past ~60k chunks in embedded Chroma ("too many SQL
+        # variables", docs/benchmarks.md, Scale).
+        chunks: list[StoredChunk] = []
+        seen: set[str] = set()
+        collection = self.collection(kb)
+        offset = 0
+        while True:
+            with self.chroma_errors():
+                result = collection.get(include=["documents", "metadatas"], limit=LIVE_PAGE, offset=offset)
+            for cid, text, meta in zip(result["ids"], result["documents"], result["metadatas"], strict=True):
+                chunk = chunk_from_metadata(cid, text, meta)
+                if live.get(chunk.document) == chunk.version and cid not in seen:
+                    seen.add(cid)
+                    chunks.append(chunk)
+            offset += len(result["ids"])
+            if len(result["ids"]) < LIVE_PAGE:
+                break
         chunks.sort(key=lambda c: (c.document, c.index))
         return chunks
 
@@ -698,8 +710,12 @@ class KnowledgeStore:
         return [found[c] for c in ids if c in found]
 
     def _build_keyword_index(self, kb: str) -> tuple[int, KeywordIndex]:
-        generation, live, _ = self.registry.live_snapshot(kb)
-        chunks = self._live_chunks(kb, live)
+        for _attempt in range(3):
+            generation, live, total = self.registry.live_snapshot(kb)
+            chunks = self._live_chunks(kb, live)
+            # Pages read while a cleanup deleted rows before them can skip some: read again then.
+            if len(chunks) >= total or self.registry.generation(kb) != generation:
+                break
         index = KeywordIndex.build([c.chunk_id for c in chunks], [f"{c.header}\n{c.text}" for c in chunks])
         self._save_keyword_index(kb, generation, index)
         return generation, index
