@@ -84,7 +84,12 @@ def test_the_store_updates_its_index_on_publish_and_search_sees_it(service):
     first = service.store.keyword_index(kb)
     searcher = HybridSearcher(service.store, service.embedder)
     assert searcher.search("laminar boundary layers", kb).evidence
-    snapshot = searcher._snapshots[kb]
+    loaded = searcher._snapshots[kb]
+
+    def no_reload(*args):
+        raise AssertionError("the snapshot was read again instead of extended")
+
+    searcher._load_snapshot = no_reload
 
     bread = ("sourdough.txt", "Sourdough", "A starter of wild yeast makes bread rise.")
     assert service.ingestor.ingest_texts(kb, [bread]).ok
@@ -97,4 +102,6 @@ def test_the_store_updates_its_index_on_publish_and_search_sees_it(service):
     assert hits[0].chunk.document == "sourdough.txt"
     heat = [e for e in searcher.search("heat transfer", kb).evidence if e.chunk.document == "heat.txt"]
     assert heat and all(e.chunk.version == 2 for e in heat)
-    assert searcher._snapshots[kb].chunks[: len(snapshot.chunks)] == snapshot.chunks  # extended, not reloaded
+    extended = searcher._snapshots[kb]
+    assert len(extended.present) == len(second.chunk_ids) and extended.present.sum() == len(second.position)
+    np.testing.assert_array_equal(extended.vectors[: len(loaded.present)], loaded.vectors)

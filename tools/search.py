@@ -32,6 +32,7 @@ from tools.store import EmbeddingModelMismatch, KnowledgeStore, StoredChunk, chu
 from tools.text import content_terms
 
 SNAPSHOT_MAX_CHUNKS = 150_000  # 384-d float32: ~230 MB at the limit
+CHUNK_CACHE = 20_000  # chunk texts kept per snapshot (read for the evidence searches return)
 DOCUMENT_DENSE_WEIGHT = 0.5
 
 
@@ -75,14 +76,15 @@ class SearchResult:
 
 @dataclass
 class _Snapshot:
-    """A KB generation's live chunks and vectors, aligned with its keyword index's positions."""
+    """A KB generation's live vectors, aligned with its keyword index's positions. Chunk texts are read
+    from the collection only for the evidence a search returns (and kept in `chunks`, bounded)."""
 
     index: KeywordIndex
-    chunks: list[StoredChunk | None]
     vectors: np.ndarray  # (n, d), normalised
     present: np.ndarray  # bool (n,): the chunk was found in the collection
     documents: np.ndarray | None  # (n_docs, d) normalised mean chunk vector per document
     owner: np.ndarray | None  # chunk position -> document position
+    chunks: dict[int, StoredChunk] = field(default_factory=dict)
 
 
 class HybridSearcher:
@@ -123,7 +125,7 @@ class HybridSearcher:
         if snapshot is None:
             fused = self._search_chroma(kb, query_vector, keyword, bm25_all, n, timings)
         else:
-            fused = self._search_snapshot(snapshot, query_vector, bm25_all, n, timings)
+            fused = self._search_snapshot(kb, snapshot, query_vector, bm25_all, n, k, timings)
 
         t = time.perf_counter()
         query_terms = content_terms(query)
@@ -164,7 +166,7 @@ class HybridSearcher:
             if (
                 cached is not None
                 and cached.index.lineage == keyword.lineage
-                and len(cached.chunks) <= len(keyword.chunk_ids)
+                and len(cached.present) <= len(keyword.chunk_ids)
             ):
                 snapshot = self._extend_snapshot(kb, cached, keyword)
             else:
@@ -172,47 +174,40 @@ class HybridSearcher:
             self._snapshots[kb] = snapshot
             return snapshot
 
-    def _fetch(self, kb: str, ids: list[str]) -> tuple[list[str], list[StoredChunk], np.ndarray | None]:
-        """(ids found, their chunks, their vectors as one array) from the collection, in batches."""
+    def _fetch_vectors(self, kb: str, ids: list[str]) -> tuple[list[str], np.ndarray | None]:
+        """(ids found, their vectors as one array) from the collection, in batches; no texts."""
         collection = self.store.collection(kb)
         found: list[str] = []
-        chunks: list[StoredChunk] = []
         vectors: list[np.ndarray] = []
         for start in range(0, len(ids), 5000):
             part = ids[start : start + 5000]
             with self.store.chroma_errors():
-                result = collection.get(ids=part, include=["documents", "metadatas", "embeddings"])
-            for cid, text, meta, vector in zip(
-                result["ids"], result["documents"], result["metadatas"], result["embeddings"], strict=True
-            ):
-                found.append(cid)
-                chunks.append(chunk_from_metadata(cid, text, meta))
-                vectors.append(np.asarray(vector, dtype=np.float32))
-        return found, chunks, (np.stack(vectors) if vectors else None)
+                result = collection.get(ids=part, include=["embeddings"])
+            found += result["ids"]
+            vectors.append(np.asarray(result["embeddings"], dtype=np.float32).reshape(len(result["ids"]), -1))
+        rows = [v for v in vectors if len(v)]
+        return found, (np.concatenate(rows) if rows else None)
 
     def _place(self, kb: str, keyword: KeywordIndex, ids: list[str], offset: int, dimension: int | None):
-        """Rows for `ids` (positions from `offset` on): chunks, vectors and which were found."""
-        found, fetched, rows = self._fetch(kb, ids)
+        """Vectors for `ids` (positions from `offset` on) and which were found."""
+        found, rows = self._fetch_vectors(kb, ids)
         if dimension is None:
             dimension = rows.shape[1] if rows is not None else 1
         size = len(keyword.chunk_ids) - offset
-        chunks: list[StoredChunk | None] = [None] * size
         vectors = np.zeros((size, dimension), dtype=np.float32)
         present = np.zeros(size, dtype=bool)
         if rows is not None:
             at = np.fromiter((keyword.position[c] - offset for c in found), dtype=np.int64, count=len(found))
             vectors[at] = rows
             present[at] = True
-            for i, chunk in zip(at.tolist(), fetched, strict=True):
-                chunks[i] = chunk
-        return chunks, vectors, present
+        return vectors, present
 
     def _extend_snapshot(self, kb: str, old: _Snapshot, keyword: KeywordIndex) -> _Snapshot:
         """The snapshot of an index derived from `old`'s (the same base positions): only the appended chunks
         are read from the collection; tombstoned ones stop being present."""
-        start = len(old.chunks)
+        start = len(old.present)
         ids = [c for c in keyword.chunk_ids[start:] if c in keyword.position]
-        chunks, vectors, present = self._place(kb, keyword, ids, start, old.vectors.shape[1])
+        vectors, present = self._place(kb, keyword, ids, start, old.vectors.shape[1])
         all_present = np.concatenate([old.present, present])
         removed = keyword.removed_mask()
         if removed is not None:
@@ -226,22 +221,45 @@ class HybridSearcher:
             np.add.at(extra, new_owner - first, vectors)  # appended documents are wholly in the delta
             extra /= np.maximum(np.linalg.norm(extra, axis=1, keepdims=True), 1e-12)
             documents = np.concatenate([documents, extra])
-        return _Snapshot(keyword, [*old.chunks, *chunks], all_vectors, all_present, documents, owner)
+        return _Snapshot(keyword, all_vectors, all_present, documents, owner)
+
+    def _chunks_at(self, kb: str, snap: _Snapshot, positions: list[int]) -> dict[int, StoredChunk]:
+        """The chunks at these positions, from the snapshot's cache or the collection (absent ones left out)."""
+        found = {i: c for i in positions if (c := snap.chunks.get(i)) is not None}
+        missing = [i for i in positions if i not in found]
+        if missing:
+            ids = [snap.index.chunk_ids[i] for i in missing]
+            with self.store.chroma_errors():
+                result = self.store.collection(kb).get(ids=ids, include=["documents", "metadatas"])
+            for cid, text, meta in zip(result["ids"], result["documents"], result["metadatas"], strict=True):
+                found[snap.index.position[cid]] = chunk_from_metadata(cid, text, meta)
+            if len(snap.chunks) > CHUNK_CACHE:  # other threads may read it meanwhile: replaced, never emptied
+                snap.chunks = {}
+            snap.chunks.update((i, found[i]) for i in missing if i in found)
+        return found
 
     def _load_snapshot(self, kb: str, keyword: KeywordIndex) -> _Snapshot:
         # tombstoned positions stay absent
-        chunks, vectors, present = self._place(kb, keyword, keyword.live_chunk_ids(), 0, None)
+        vectors, present = self._place(kb, keyword, keyword.live_chunk_ids(), 0, None)
         documents = owner = None
         if keyword.chunk_documents is not None:
             owner = keyword.all_chunk_documents()
             documents = np.zeros((int(owner.max()) + 1, vectors.shape[1]), dtype=np.float32)
             np.add.at(documents, owner, vectors)
             documents /= np.maximum(np.linalg.norm(documents, axis=1, keepdims=True), 1e-12)
-        return _Snapshot(keyword, chunks, vectors, present, documents, owner)
+        return _Snapshot(keyword, vectors, present, documents, owner)
 
     def _search_snapshot(
-        self, snap: _Snapshot, query_vector: np.ndarray, bm25_all: np.ndarray | None, n: int, timings: dict[str, float]
+        self,
+        kb: str,
+        snap: _Snapshot,
+        query_vector: np.ndarray,
+        bm25_all: np.ndarray | None,
+        n: int,
+        k: int,
+        timings: dict[str, float],
     ) -> list[Evidence]:
+        """The top k fused candidates (their chunks read only for those k)."""
         t = time.perf_counter()
         query_vector = np.asarray(query_vector, dtype=np.float32)
         if query_vector.shape[0] != snap.vectors.shape[1]:
@@ -276,10 +294,12 @@ class HybridSearcher:
             top_bm25 = float(bm25[picked].max()) or 1.0
             w = self.config.dense_weight
             scores = w * dense[picked] + (1 - w) * (bm25[picked] / top_bm25)
-        order = np.argsort(-scores, kind="stable")
+        order = np.argsort(-scores, kind="stable")[:k]
+        chunks = self._chunks_at(kb, snap, [int(picked[j]) for j in order])
         fused = [
-            Evidence(snap.chunks[picked[j]], float(scores[j]), float(cosine[picked[j]]), float(bm25[picked[j]]))  # type: ignore[arg-type]
+            Evidence(chunks[int(picked[j])], float(scores[j]), float(cosine[picked[j]]), float(bm25[picked[j]]))
             for j in order
+            if int(picked[j]) in chunks  # a chunk deleted since the snapshot was taken is left out
         ]
         timings["fuse"] = _ms(t)
         return fused
