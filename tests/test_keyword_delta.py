@@ -105,3 +105,29 @@ def test_the_store_updates_its_index_on_publish_and_search_sees_it(service):
     extended = searcher._snapshots[kb]
     assert len(extended.present) == len(second.chunk_ids) and extended.present.sum() == len(second.position)
     np.testing.assert_array_equal(extended.vectors[: len(loaded.present)], loaded.vectors)
+
+
+def test_a_fresh_searcher_reads_the_saved_vectors_and_catches_up_from_chroma(service):
+    """The vectors a searcher read are saved beside the keyword index; a new searcher (a restart) uses them
+    and reads only chunks published since from the collection, with the same results."""
+    from tools.search import HybridSearcher
+
+    kb = "saved"
+    service.create_kb(kb, "Physics, libraries and bread.")
+    records = [(c.split("/")[1].split("@")[0] + ".txt", t.split("\n")[0], t.split("\n")[1]) for c, t in BASE[::2]]
+    assert service.ingestor.ingest_texts(kb, records).ok
+    assert HybridSearcher(service.store, service.embedder).search("laminar boundary layers", kb).evidence
+    assert list(service.store.keyword_dir(kb).glob("vectors-*.npz"))
+    assert service.ingestor.ingest_texts(kb, [("sourdough.txt", "Sourdough", "Wild yeast makes bread rise.")]).ok
+
+    fresh = HybridSearcher(service.store, service.embedder)
+    fetched: list[int] = []
+    real_fetch = fresh._fetch_vectors
+    fresh._fetch_vectors = lambda kb_, ids: fetched.append(len(ids)) or real_fetch(kb_, ids)
+    assert fresh.search("sourdough bread", kb).evidence[0].chunk.document == "sourdough.txt"
+    assert fetched == [1]  # only the published chunk came from Chroma
+    from_chroma = HybridSearcher(service.store, service.embedder)
+    from_chroma._saved_snapshot = lambda kb_, keyword: None
+    for query in ("laminar boundary layers", "sourdough bread", "library catalogues"):
+        expected = [(e.chunk_id, round(e.score, 5)) for e in from_chroma.search(query, kb).evidence]
+        assert [(e.chunk_id, round(e.score, 5)) for e in fresh.search(query, kb).evidence] == expected

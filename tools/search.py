@@ -20,9 +20,12 @@ use Chroma's index instead.
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -31,8 +34,11 @@ from tools.keyword_index import KeywordIndex
 from tools.store import EmbeddingModelMismatch, KnowledgeStore, StoredChunk, chunk_from_metadata
 from tools.text import content_terms
 
+log = logging.getLogger(__name__)
+
 SNAPSHOT_MAX_CHUNKS = 150_000  # 384-d float32: ~230 MB at the limit
 CHUNK_CACHE = 20_000  # chunk texts kept per snapshot (read for the evidence searches return)
+SAVE_AFTER_CHUNKS = 1000  # a saved snapshot this far behind its index is saved again after catching up
 DOCUMENT_DENSE_WEIGHT = 0.5
 
 
@@ -239,11 +245,68 @@ class HybridSearcher:
         return found
 
     def _load_snapshot(self, kb: str, keyword: KeywordIndex) -> _Snapshot:
+        saved = self._saved_snapshot(kb, keyword)
+        if saved is not None:
+            behind = len(keyword.chunk_ids) - len(saved.present)
+            snapshot = self._extend_snapshot(kb, saved, keyword) if behind else saved
+            if behind > SAVE_AFTER_CHUNKS:
+                self._save_snapshot(kb, snapshot)
+            return snapshot
         # tombstoned positions stay absent
         vectors, present = self._place(kb, keyword, keyword.live_chunk_ids(), 0, None)
-        documents = owner = None
-        if keyword.chunk_documents is not None:
-            owner = keyword.all_chunk_documents()
+        snapshot = self._assemble(keyword, vectors, present)
+        self._save_snapshot(kb, snapshot)
+        return snapshot
+
+    # The vectors are saved beside the keyword index, named by its lineage (the same positions) and by the
+    # collection they were read from (a reindex switches collections): a fresh process reads one file
+    # instead of every vector from Chroma (docs/benchmarks.md, Scale).
+
+    def _snapshot_file(self, kb: str, keyword: KeywordIndex) -> Path:
+        collection = self.store.require_kb(kb).collection
+        return self.store.keyword_dir(kb) / f"vectors-{keyword.lineage}-{collection}.npz"
+
+    def _saved_snapshot(self, kb: str, keyword: KeywordIndex) -> _Snapshot | None:
+        try:
+            path = self._snapshot_file(kb, keyword)
+            if not path.is_file():
+                return None
+            with np.load(path) as saved:
+                vectors, present = saved["vectors"], saved["present"].astype(bool)
+            if vectors.shape[0] != present.shape[0] or present.shape[0] > len(keyword.chunk_ids):
+                return None
+        except Exception as exc:  # a torn or foreign file: read from Chroma instead
+            log.warning("saved vectors of %s not used: %s", kb, exc)
+            return None
+        removed = keyword.removed_mask()
+        if removed is not None:
+            present &= ~removed[: len(present)]
+        owner = keyword.all_chunk_documents()
+        return self._assemble_documents(keyword, vectors, present, owner[: len(present)] if owner is not None else None)
+
+    def _save_snapshot(self, kb: str, snapshot: _Snapshot) -> None:
+        try:
+            path = self._snapshot_file(kb, snapshot.index)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            with tmp.open("wb") as handle:
+                np.savez(handle, vectors=snapshot.vectors, present=snapshot.present)
+            os.replace(tmp, path)
+            for old in path.parent.glob("vectors-*.npz"):
+                if old != path:
+                    old.unlink(missing_ok=True)
+        except OSError as exc:  # only the next cold start pays for it
+            log.warning("vectors of %s not saved: %s", kb, exc)
+
+    def _assemble(self, keyword: KeywordIndex, vectors: np.ndarray, present: np.ndarray) -> _Snapshot:
+        return self._assemble_documents(keyword, vectors, present, keyword.all_chunk_documents())
+
+    @staticmethod
+    def _assemble_documents(
+        keyword: KeywordIndex, vectors: np.ndarray, present: np.ndarray, owner: np.ndarray | None
+    ) -> _Snapshot:
+        documents = None
+        if owner is not None and len(owner):
             documents = np.zeros((int(owner.max()) + 1, vectors.shape[1]), dtype=np.float32)
             np.add.at(documents, owner, vectors)
             documents /= np.maximum(np.linalg.norm(documents, axis=1, keepdims=True), 1e-12)

@@ -613,6 +613,10 @@ class KnowledgeStore:
     def _keyword_dir(self, kb: str) -> Path:
         return self.data_dir / "keyword" / kb
 
+    def keyword_dir(self, kb: str) -> Path:
+        """Where the KB's keyword index (and the searcher's saved vectors) live; removed with the KB."""
+        return self._keyword_dir(kb)
+
     def keyword_index(self, kb: str) -> KeywordIndex:
         """The KB's BM25 index for its current generation: from memory, from disk, or rebuilt.
 
