@@ -99,6 +99,7 @@ class HybridSearcher:
         self.embedder = embedder
         self.config = config or SearchConfig()
         self._snapshots: dict[str, _Snapshot] = {}
+        self._collections: dict[str, str] = {}  # the collection each snapshot's vectors were read from
         self._lock = threading.Lock()
 
     def search(
@@ -169,15 +170,18 @@ class HybridSearcher:
             cached = self._snapshots.get(kb)
             if cached is not None and cached.index is keyword:
                 return cached
+            collection = self.store.require_kb(kb).collection  # a reindex switches it: vectors of another model
             if (
                 cached is not None
                 and cached.index.lineage == keyword.lineage
+                and self._collections.get(kb) == collection
                 and len(cached.present) <= len(keyword.chunk_ids)
             ):
                 snapshot = self._extend_snapshot(kb, cached, keyword)
             else:
                 snapshot = self._load_snapshot(kb, keyword)
             self._snapshots[kb] = snapshot
+            self._collections[kb] = collection
             return snapshot
 
     def _fetch_vectors(self, kb: str, ids: list[str]) -> tuple[list[str], np.ndarray | None]:
