@@ -56,7 +56,10 @@ def test_update_appends_new_versions_and_tombstones_retired_ones(tmp_path):
     assert counts[updated.position["kb/sourdough@v1#0"]] == 2
 
     # Saved and loaded, it scores the same; updated again, it keeps the lineage.
+    base.save(tmp_path / "g1")
     updated.save(tmp_path / "g2")
+    # The base is shared with the saved index of the same lineage (hard links), not written again.
+    assert (tmp_path / "g2" / "stats.json").stat().st_ino == (tmp_path / "g1" / "stats.json").stat().st_ino
     loaded = KeywordIndex.load(tmp_path / "g2")
     assert loaded.lineage == updated.lineage and loaded.live_chunk_ids() == updated.live_chunk_ids()
     np.testing.assert_allclose(loaded.scores("sourdough heat"), updated.scores("sourdough heat"), rtol=1e-6)

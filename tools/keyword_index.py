@@ -325,15 +325,16 @@ class KeywordIndex:
         try:
             tmp.mkdir()
             (tmp / "chunk_ids.json").write_text(json.dumps(self.chunk_ids), encoding="utf-8")
-            if self.bm25 is not None:
-                self.bm25.save(str(tmp / "bm25"))
-            if self.documents is not None and self.chunk_documents is not None:
-                self.documents.save(str(tmp / "documents"))
-                np.save(tmp / "chunk_documents.npy", self.chunk_documents)
-            if self.stats is not None:
-                (tmp / "stats.json").write_text(
-                    json.dumps([asdict(s) if s is not None else None for s in self.stats]), encoding="utf-8"
-                )
+            if not _link_base(self, parent, tmp):  # the base is immutable: an update links the saved one
+                if self.bm25 is not None:
+                    self.bm25.save(str(tmp / "bm25"))
+                if self.documents is not None and self.chunk_documents is not None:
+                    self.documents.save(str(tmp / "documents"))
+                    np.save(tmp / "chunk_documents.npy", self.chunk_documents)
+                if self.stats is not None:
+                    (tmp / "stats.json").write_text(
+                        json.dumps([asdict(s) if s is not None else None for s in self.stats]), encoding="utf-8"
+                    )
             (tmp / "delta.json").write_text(
                 json.dumps(
                     {
@@ -405,6 +406,38 @@ class KeywordIndex:
             lineage=str(extra["lineage"]),
             stats=stats,
         )
+
+
+_BASE_FILES = ("bm25", "documents", "chunk_documents.npy", "stats.json")
+
+
+def _link_base(index: KeywordIndex, parent: Path, target: Path) -> bool:
+    """Hard-link the base files of a saved index of the same lineage into `target` (an update re-writes only
+    its ids and delta: the base of a million chunks is hundreds of MB). False when there is none to link."""
+    if index.base_size == len(index.chunk_ids) and not index.removed:
+        return False  # a fresh build: nothing saved to share
+    for saved in parent.glob("g*"):
+        try:
+            if not _current_format(saved):
+                continue
+            extra = json.loads((saved / "delta.json").read_text(encoding="utf-8"))
+            if extra.get("lineage") != index.lineage:
+                continue
+            for name in _BASE_FILES:
+                source = saved / name
+                if source.is_dir():
+                    (target / name).mkdir()
+                    for file in source.iterdir():
+                        os.link(file, target / name / file.name)
+                elif source.is_file():
+                    os.link(source, target / name)
+            return True
+        except (OSError, ValueError) as exc:
+            logging.getLogger(__name__).debug("base of %s not linked: %s", saved, exc)
+            for name in _BASE_FILES:  # whatever was linked goes; the caller writes the base itself
+                path = target / name
+                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+    return False
 
 
 def _current_format(directory: Path) -> bool:
