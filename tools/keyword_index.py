@@ -10,6 +10,13 @@ title once + all its chunks), and the two add up (DOCUMENT_WEIGHT). A chunk of a
 about the query as a whole outranks an equally matching chunk of a document that mentions the terms
 in passing; within one document the chunk's own score still decides. Tuned on SciFact train
 (docs/benchmarks.md): chunk-only BM25 nDCG@10 0.691 → 0.700 with the document level.
+
+Incremental: a new generation is the previous one plus a delta (`updated`): the chunks of newly published
+versions are appended after the base positions and scored with the base's statistics (its document
+frequencies, document count and mean length; a term only the delta knows gets its delta frequency), and
+chunks of retired versions are tombstoned (score 0). Publishing one document into a KB of a million
+chunks then tokenizes that document only, instead of re-reading and re-indexing every chunk. Once the
+delta outgrows DELTA_MAX_SHARE of the base (or DELTA_MIN_CHUNKS), the store rebuilds from scratch.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import bm25s
@@ -36,7 +43,9 @@ logging.getLogger("bm25s").setLevel(logging.WARNING)
 # k1/b: the Anserini defaults (robust across BEIR), better than 1.2/0.75 in the fused ranking on SciFact train
 # (docs/benchmarks.md): chunks are short and similar in length, so less length normalisation.
 K1, B = 0.9, 0.4
-FORMAT = f"kbbot-bm25/2+{TOKENIZER_VERSION}+k1={K1},b={B}"
+FORMAT = f"kbbot-bm25/3+{TOKENIZER_VERSION}+k1={K1},b={B}"
+DELTA_MIN_CHUNKS = 5000
+DELTA_MAX_SHARE = 0.1
 DOCUMENT_WEIGHT = 1.0
 _EMPTY = "\u2400"  # bm25s needs a token per document
 _LOAD_LOCK = threading.Lock()
@@ -47,14 +56,87 @@ def document_key(chunk_id: str) -> str:
     return chunk_id.rsplit("#", 1)[0]
 
 
+def version_of(chunk_id: str) -> str:
+    """Alias of document_key: the `kb/document@vN` a chunk id belongs to."""
+    return document_key(chunk_id)
+
+
+@dataclass
+class _Stats:
+    """What BM25 needs of a base index to score further chunks as if they were in it."""
+
+    n: int
+    mean_length: float
+    df: dict[str, int]
+
+    @classmethod
+    def of(cls, bm25: bm25s.BM25, lengths: Sequence[int]) -> _Stats:
+        indptr = bm25.scores["indptr"]
+        # bm25s' vocabulary can hold an entry past its postings (its empty-token placeholder): no postings
+        df = {
+            term: int(indptr[tid + 1] - indptr[tid]) for term, tid in bm25.vocab_dict.items() if tid + 1 < len(indptr)
+        }
+        return cls(len(lengths), float(np.mean(lengths)) if len(lengths) else 1.0, df)
+
+
+@dataclass
+class _Postings:
+    """BM25 over a few appended texts, scored with a base's statistics (lucene variant, as bm25s)."""
+
+    terms: list[list[str]]
+    base: _Stats
+    table: dict[str, tuple[np.ndarray, np.ndarray]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        by_term: dict[str, dict[int, int]] = {}
+        for i, terms in enumerate(self.terms):
+            for term in terms:
+                counts = by_term.setdefault(term, {})
+                counts[i] = counts.get(i, 0) + 1
+        lengths = np.array([len(t) for t in self.terms], dtype=np.float32)
+        n = self.base.n + len(self.terms)
+        self.table = {}
+        for term, counts in by_term.items():
+            positions = np.fromiter(counts, dtype=np.int64, count=len(counts))
+            tf = np.fromiter(counts.values(), dtype=np.float32, count=len(counts))
+            df = self.base.df.get(term) or len(counts)
+            n_term = self.base.n if term in self.base.df else n
+            idf = np.log1p((n_term - df + 0.5) / (df + 0.5))
+            norm = K1 * ((1 - B) + B * lengths[positions] / self.base.mean_length)
+            self.table[term] = positions, (idf * tf / (norm + tf)).astype(np.float32)
+
+    def scores(self, terms: Sequence[str]) -> np.ndarray:
+        out = np.zeros(len(self.terms), dtype=np.float32)
+        for term in terms:
+            hit = self.table.get(term)
+            if hit is not None:
+                out[hit[0]] += hit[1]
+        return out
+
+
+@dataclass
+class _Delta:
+    """Chunks appended after a base index: their terms, their documents' terms, chunk -> document."""
+
+    chunk_terms: list[list[str]] = field(default_factory=list)
+    document_terms: list[list[str]] = field(default_factory=list)
+    chunk_documents: list[int] = field(default_factory=list)  # global document positions
+
+
 @dataclass
 class KeywordIndex:
-    chunk_ids: list[str]
+    chunk_ids: list[str]  # every position, tombstoned ones included (see live_chunk_ids)
     bm25: bm25s.BM25 | None  # None when the KB is empty
     # Document level: chunk position -> document position, and the documents' BM25 (None: one chunk each).
     chunk_documents: np.ndarray | None = None
     documents: bm25s.BM25 | None = None
     document_weight: float = field(default=DOCUMENT_WEIGHT)
+    base_size: int = -1  # positions of the base (bm25s) index; the rest is the delta
+    delta: _Delta = field(default_factory=_Delta)
+    removed: frozenset[int] = frozenset()  # tombstoned positions
+    # The base's identity: indexes that share it have the same positions for the base and their common delta.
+    lineage: str = field(default_factory=lambda: uuid.uuid4().hex)
+    stats: tuple[_Stats, _Stats | None] | None = None  # chunk level, document level
 
     @classmethod
     def build(cls, chunk_ids: Sequence[str], texts: Sequence[str]) -> KeywordIndex:
@@ -79,30 +161,81 @@ class KeywordIndex:
         if len(doc_terms) < len(chunk_ids):
             documents = bm25s.BM25(k1=K1, b=B)
             documents.index([t or [_EMPTY] for t in doc_terms], show_progress=False)
-        return cls(list(chunk_ids), bm25, owner if documents is not None else None, documents)
+        stats = (
+            _Stats.of(bm25, [len(t) for t in chunk_terms]),
+            _Stats.of(documents, [len(t or [_EMPTY]) for t in doc_terms]) if documents is not None else None,
+        )
+        return cls(list(chunk_ids), bm25, owner if documents is not None else None, documents, stats=stats)
 
     def __post_init__(self) -> None:
-        self.position = {cid: i for i, cid in enumerate(self.chunk_ids)}
+        if self.base_size < 0:
+            self.base_size = len(self.chunk_ids)
+        self.position = {cid: i for i, cid in enumerate(self.chunk_ids) if i not in self.removed}
+        self._chunk_delta = self._document_delta = None
+        if self.delta.chunk_terms and self.stats is not None:
+            self._chunk_delta = _Postings(self.delta.chunk_terms, self.stats[0])
+            if self.delta.document_terms and self.stats[1] is not None:
+                self._document_delta = _Postings(self.delta.document_terms, self.stats[1])
+        self._removed_mask = None
+        if self.removed:
+            self._removed_mask = np.zeros(len(self.chunk_ids), dtype=bool)
+            self._removed_mask[list(self.removed)] = True
+
+    @property
+    def delta_size(self) -> int:
+        return len(self.chunk_ids) - self.base_size
+
+    def live_chunk_ids(self) -> list[str]:
+        return [cid for i, cid in enumerate(self.chunk_ids) if i not in self.removed]
+
+    def live_versions(self) -> set[str]:
+        """The document versions (`kb/document@vN`) this index holds live chunks of."""
+        return {document_key(cid) for cid in self.position}
+
+    def removed_mask(self) -> np.ndarray | None:
+        return self._removed_mask
 
     def knows(self, term: str) -> bool:
         """Whether an index term (as produced by keyword_terms) occurs in any chunk."""
-        return self.bm25 is not None and term in self.bm25.vocab_dict
+        if self.bm25 is None:
+            return False
+        return term in self.bm25.vocab_dict or (self._chunk_delta is not None and term in self._chunk_delta.table)
 
     def scores(self, query: str) -> np.ndarray | None:
         """BM25 score of every chunk for the query, chunk level + document level (None: no query
         term is in the index)."""
         if self.bm25 is None:
             return None
-        terms = [t for t in keyword_terms(query) if t in self.bm25.vocab_dict]
+        terms = [t for t in keyword_terms(query) if self.knows(t)]
         if not terms:
             return None
-        scores = self.bm25.get_scores(terms)
+        base_terms = [t for t in terms if t in self.bm25.vocab_dict]
+        scores = self.bm25.get_scores(base_terms) if base_terms else np.zeros(self.base_size, dtype=np.float32)
+        if self._chunk_delta is not None:
+            scores = np.concatenate([scores, self._chunk_delta.scores(terms)])
         if self.documents is not None and self.chunk_documents is not None and self.document_weight:
             doc_terms = [t for t in terms if t in self.documents.vocab_dict]
-            if doc_terms:
-                doc_scores = self.documents.get_scores(doc_terms)
-                scores = scores + self.document_weight * doc_scores[self.chunk_documents]
+            doc_scores = (
+                self.documents.get_scores(doc_terms)
+                if doc_terms
+                else np.zeros(self.documents.scores["num_docs"], dtype=np.float32)
+            )
+            if self._document_delta is not None:
+                doc_scores = np.concatenate([doc_scores, self._document_delta.scores(terms)])
+            owner = self.all_chunk_documents()
+            if doc_terms or self._document_delta is not None:
+                scores = scores + self.document_weight * doc_scores[owner]
+        if self._removed_mask is not None:
+            scores = np.where(self._removed_mask, 0.0, scores).astype(np.float32)
         return scores
+
+    def all_chunk_documents(self) -> np.ndarray | None:
+        """Chunk position -> document position, base and delta (None: no document level)."""
+        if self.chunk_documents is None:
+            return None
+        if not self.delta.chunk_documents:
+            return self.chunk_documents
+        return np.concatenate([self.chunk_documents, np.asarray(self.delta.chunk_documents, dtype=np.int32)])
 
     def term_counts(self, terms: set[str]) -> np.ndarray | None:
         """How many of these index terms each chunk (header included) contains, from the postings."""
@@ -114,7 +247,53 @@ class KeywordIndex:
             tid = self.bm25.vocab_dict.get(term)
             if tid is not None:
                 counts[indices[indptr[tid] : indptr[tid + 1]]] += 1
+            hit = self._chunk_delta.table.get(term) if self._chunk_delta is not None else None
+            if hit is not None:
+                counts[self.base_size + hit[0]] += 1
         return counts
+
+    def updated(self, added_ids: Sequence[str], added_texts: Sequence[str], removed_versions: set[str]) -> KeywordIndex:
+        """This index with chunks appended (new versions, whole documents) and retired versions tombstoned.
+
+        Raises ValueError when it cannot be done incrementally (an empty base, or an id already indexed):
+        the caller rebuilds instead."""
+        if self.bm25 is None or self.stats is None:
+            raise ValueError("an empty index is rebuilt, not extended")
+        if any(cid in self.position for cid in added_ids):
+            raise ValueError("a chunk is indexed already")
+        delta = _Delta(list(self.delta.chunk_terms), list(self.delta.document_terms), list(self.delta.chunk_documents))
+        base_documents = int(self.documents.scores["num_docs"]) if self.documents is not None else None
+        seen: dict[str, int] = {}  # document key -> its position in delta.document_terms
+        for cid, text in zip(added_ids, added_texts, strict=True):
+            terms = keyword_terms(text) or [_EMPTY]
+            delta.chunk_terms.append(terms)
+            if base_documents is not None:
+                key = document_key(cid)
+                if key not in seen:
+                    seen[key] = len(delta.document_terms)
+                    delta.document_terms.append(list(terms))
+                else:  # the header is the same in every chunk of a document: counted once
+                    body = text.split("\n", 1)[1] if "\n" in text else text
+                    delta.document_terms[seen[key]].extend(keyword_terms(body))
+                delta.chunk_documents.append(base_documents + seen[key])
+        removed = set(self.removed)
+        removed.update(i for cid, i in self.position.items() if document_key(cid) in removed_versions)
+        return KeywordIndex(
+            [*self.chunk_ids, *added_ids],
+            self.bm25,
+            self.chunk_documents,
+            self.documents,
+            self.document_weight,
+            self.base_size,
+            delta,
+            frozenset(removed),
+            self.lineage,
+            self.stats,
+        )
+
+    def wants_rebuild(self) -> bool:
+        """The delta outgrew what scoring with the base's statistics should carry."""
+        return self.delta_size + len(self.removed) > max(DELTA_MIN_CHUNKS, DELTA_MAX_SHARE * self.base_size)
 
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
         """(chunk_id, bm25 score) best first; only chunks sharing a term with the query."""
@@ -146,11 +325,27 @@ class KeywordIndex:
         try:
             tmp.mkdir()
             (tmp / "chunk_ids.json").write_text(json.dumps(self.chunk_ids), encoding="utf-8")
-            if self.bm25 is not None:
-                self.bm25.save(str(tmp / "bm25"))
-            if self.documents is not None and self.chunk_documents is not None:
-                self.documents.save(str(tmp / "documents"))
-                np.save(tmp / "chunk_documents.npy", self.chunk_documents)
+            if not _link_base(self, parent, tmp):  # the base is immutable: an update links the saved one
+                if self.bm25 is not None:
+                    self.bm25.save(str(tmp / "bm25"))
+                if self.documents is not None and self.chunk_documents is not None:
+                    self.documents.save(str(tmp / "documents"))
+                    np.save(tmp / "chunk_documents.npy", self.chunk_documents)
+                if self.stats is not None:
+                    (tmp / "stats.json").write_text(
+                        json.dumps([asdict(s) if s is not None else None for s in self.stats]), encoding="utf-8"
+                    )
+            (tmp / "delta.json").write_text(
+                json.dumps(
+                    {
+                        "base_size": self.base_size,
+                        "lineage": self.lineage,
+                        "removed": sorted(self.removed),
+                        "delta": asdict(self.delta),
+                    }
+                ),
+                encoding="utf-8",
+            )
             # format.json last: a directory without it is never loaded
             (tmp / "format.json").write_text(json.dumps({"format": FORMAT}), encoding="utf-8")
             for _ in range(5):
@@ -195,7 +390,54 @@ class KeywordIndex:
         if (directory / "chunk_documents.npy").is_file():
             documents = bm25s.BM25.load(str(directory / "documents"))
             owner = np.load(directory / "chunk_documents.npy")
-        return cls(chunk_ids, bm25, owner, documents)
+        extra = json.loads((directory / "delta.json").read_text(encoding="utf-8"))
+        stats = None
+        if bm25 is not None:
+            chunk_stats, document_stats = json.loads((directory / "stats.json").read_text(encoding="utf-8"))
+            stats = (_Stats(**chunk_stats), _Stats(**document_stats) if document_stats else None)
+        return cls(
+            chunk_ids,
+            bm25,
+            owner,
+            documents,
+            base_size=int(extra["base_size"]),
+            delta=_Delta(**extra["delta"]),
+            removed=frozenset(extra["removed"]),
+            lineage=str(extra["lineage"]),
+            stats=stats,
+        )
+
+
+_BASE_FILES = ("bm25", "documents", "chunk_documents.npy", "stats.json")
+
+
+def _link_base(index: KeywordIndex, parent: Path, target: Path) -> bool:
+    """Hard-link the base files of a saved index of the same lineage into `target` (an update re-writes only
+    its ids and delta: the base of a million chunks is hundreds of MB). False when there is none to link."""
+    if index.base_size == len(index.chunk_ids) and not index.removed:
+        return False  # a fresh build: nothing saved to share
+    for saved in parent.glob("g*"):
+        try:
+            if not _current_format(saved):
+                continue
+            extra = json.loads((saved / "delta.json").read_text(encoding="utf-8"))
+            if extra.get("lineage") != index.lineage:
+                continue
+            for name in _BASE_FILES:
+                source = saved / name
+                if source.is_dir():
+                    (target / name).mkdir()
+                    for file in source.iterdir():
+                        os.link(file, target / name / file.name)
+                elif source.is_file():
+                    os.link(source, target / name)
+            return True
+        except (OSError, ValueError) as exc:
+            logging.getLogger(__name__).debug("base of %s not linked: %s", saved, exc)
+            for name in _BASE_FILES:  # whatever was linked goes; the caller writes the base itself
+                path = target / name
+                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+    return False
 
 
 def _current_format(directory: Path) -> bool:

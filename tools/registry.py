@@ -14,7 +14,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -405,9 +405,19 @@ class Registry:
             row = db.execute("SELECT * FROM documents WHERE kb = ? AND name = ?", (kb, name)).fetchone()
         return None if row is None else self._document(row)
 
-    def list_documents(self, kb: str) -> list[DocumentRecord]:
+    def list_documents(self, kb: str, names: Iterable[str] | None = None) -> list[DocumentRecord]:
+        """The KB's documents by name, or only those named (an answer's citations: not a whole large KB)."""
         with self._connect() as db:
-            rows = db.execute("SELECT * FROM documents WHERE kb = ? ORDER BY name", (kb,)).fetchall()
+            if names is None:
+                rows = db.execute("SELECT * FROM documents WHERE kb = ? ORDER BY name", (kb,)).fetchall()
+            else:
+                wanted, rows = sorted(set(names)), []
+                for start in range(0, len(wanted), 500):
+                    part = wanted[start : start + 500]
+                    rows += db.execute(
+                        f"SELECT * FROM documents WHERE kb = ? AND name IN ({','.join('?' * len(part))}) ORDER BY name",
+                        (kb, *part),
+                    ).fetchall()
         return [self._document(r) for r in rows]
 
     @staticmethod
@@ -465,6 +475,21 @@ class Registry:
                 db.execute("COMMIT")
         generation = -1 if row is None else int(row[0])
         return generation, {r["name"]: r["live_version"] for r in rows}, sum(int(r["live_chunks"]) for r in rows)
+
+    def live_chunk_counts(self, kb: str) -> tuple[int, dict[str, tuple[int, int]]]:
+        """(generation, {document: (live version, its chunks)}), read in one transaction."""
+        with self._connect() as db:
+            db.execute("BEGIN")
+            try:
+                row = db.execute("SELECT generation FROM kbs WHERE name = ?", (kb,)).fetchone()
+                rows = db.execute(
+                    "SELECT name, live_version, live_chunks FROM documents WHERE kb = ? AND live_version IS NOT NULL",
+                    (kb,),
+                ).fetchall()
+            finally:
+                db.execute("COMMIT")
+        generation = -1 if row is None else int(row[0])
+        return generation, {r["name"]: (int(r["live_version"]), int(r["live_chunks"])) for r in rows}
 
     def begin_version(self, kb: str, document: str, content_hash: str) -> PendingVersion:
         """Record a new version as `processing`; the live version (if any) stays live."""

@@ -20,9 +20,12 @@ use Chroma's index instead.
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -31,7 +34,11 @@ from tools.keyword_index import KeywordIndex
 from tools.store import EmbeddingModelMismatch, KnowledgeStore, StoredChunk, chunk_from_metadata
 from tools.text import content_terms
 
+log = logging.getLogger(__name__)
+
 SNAPSHOT_MAX_CHUNKS = 150_000  # 384-d float32: ~230 MB at the limit
+CHUNK_CACHE = 20_000  # chunk texts kept per snapshot (read for the evidence searches return)
+SAVE_AFTER_CHUNKS = 1000  # a saved snapshot this far behind its index is saved again after catching up
 DOCUMENT_DENSE_WEIGHT = 0.5
 
 
@@ -75,14 +82,15 @@ class SearchResult:
 
 @dataclass
 class _Snapshot:
-    """A KB generation's live chunks and vectors, aligned with its keyword index's positions."""
+    """A KB generation's live vectors, aligned with its keyword index's positions. Chunk texts are read
+    from the collection only for the evidence a search returns (and kept in `chunks`, bounded)."""
 
     index: KeywordIndex
-    chunks: list[StoredChunk | None]
     vectors: np.ndarray  # (n, d), normalised
     present: np.ndarray  # bool (n,): the chunk was found in the collection
     documents: np.ndarray | None  # (n_docs, d) normalised mean chunk vector per document
     owner: np.ndarray | None  # chunk position -> document position
+    chunks: dict[int, StoredChunk] = field(default_factory=dict)
 
 
 class HybridSearcher:
@@ -91,6 +99,7 @@ class HybridSearcher:
         self.embedder = embedder
         self.config = config or SearchConfig()
         self._snapshots: dict[str, _Snapshot] = {}
+        self._collections: dict[str, str] = {}  # the collection each snapshot's vectors were read from
         self._lock = threading.Lock()
 
     def search(
@@ -123,7 +132,7 @@ class HybridSearcher:
         if snapshot is None:
             fused = self._search_chroma(kb, query_vector, keyword, bm25_all, n, timings)
         else:
-            fused = self._search_snapshot(snapshot, query_vector, bm25_all, n, timings)
+            fused = self._search_snapshot(kb, snapshot, query_vector, bm25_all, n, k, timings)
 
         t = time.perf_counter()
         query_terms = content_terms(query)
@@ -161,42 +170,163 @@ class HybridSearcher:
             cached = self._snapshots.get(kb)
             if cached is not None and cached.index is keyword:
                 return cached
-            snapshot = self._load_snapshot(kb, keyword)
+            collection = self.store.require_kb(kb).collection  # a reindex switches it: vectors of another model
+            if (
+                cached is not None
+                and cached.index.lineage == keyword.lineage
+                and self._collections.get(kb) == collection
+                and len(cached.present) <= len(keyword.chunk_ids)
+            ):
+                snapshot = self._extend_snapshot(kb, cached, keyword)
+            else:
+                snapshot = self._load_snapshot(kb, keyword)
             self._snapshots[kb] = snapshot
+            self._collections[kb] = collection
             return snapshot
 
-    def _load_snapshot(self, kb: str, keyword: KeywordIndex) -> _Snapshot:
-        ids = keyword.chunk_ids
+    def _fetch_vectors(self, kb: str, ids: list[str]) -> tuple[list[str], np.ndarray | None]:
+        """(ids found, their vectors as one array) from the collection, in batches; no texts."""
         collection = self.store.collection(kb)
-        chunks: list[StoredChunk | None] = [None] * len(ids)
-        vectors: np.ndarray | None = None
-        present = np.zeros(len(ids), dtype=bool)
+        found: list[str] = []
+        vectors: list[np.ndarray] = []
         for start in range(0, len(ids), 5000):
             part = ids[start : start + 5000]
             with self.store.chroma_errors():
-                result = collection.get(ids=part, include=["documents", "metadatas", "embeddings"])
-            for cid, text, meta, vector in zip(
-                result["ids"], result["documents"], result["metadatas"], result["embeddings"], strict=True
-            ):
-                i = keyword.position[cid]
-                if vectors is None:
-                    vectors = np.zeros((len(ids), len(vector)), dtype=np.float32)
-                chunks[i] = chunk_from_metadata(cid, text, meta)
-                vectors[i] = np.asarray(vector, dtype=np.float32)
-                present[i] = True
-        if vectors is None:
-            vectors = np.zeros((len(ids), 1), dtype=np.float32)
-        documents = owner = None
-        if keyword.chunk_documents is not None:
-            owner = keyword.chunk_documents
+                result = collection.get(ids=part, include=["embeddings"])
+            found += result["ids"]
+            vectors.append(np.asarray(result["embeddings"], dtype=np.float32).reshape(len(result["ids"]), -1))
+        rows = [v for v in vectors if len(v)]
+        return found, (np.concatenate(rows) if rows else None)
+
+    def _place(self, kb: str, keyword: KeywordIndex, ids: list[str], offset: int, dimension: int | None):
+        """Vectors for `ids` (positions from `offset` on) and which were found."""
+        found, rows = self._fetch_vectors(kb, ids)
+        if dimension is None:
+            dimension = rows.shape[1] if rows is not None else 1
+        size = len(keyword.chunk_ids) - offset
+        vectors = np.zeros((size, dimension), dtype=np.float32)
+        present = np.zeros(size, dtype=bool)
+        if rows is not None:
+            at = np.fromiter((keyword.position[c] - offset for c in found), dtype=np.int64, count=len(found))
+            vectors[at] = rows
+            present[at] = True
+        return vectors, present
+
+    def _extend_snapshot(self, kb: str, old: _Snapshot, keyword: KeywordIndex) -> _Snapshot:
+        """The snapshot of an index derived from `old`'s (the same base positions): only the appended chunks
+        are read from the collection; tombstoned ones stop being present."""
+        start = len(old.present)
+        ids = [c for c in keyword.chunk_ids[start:] if c in keyword.position]
+        vectors, present = self._place(kb, keyword, ids, start, old.vectors.shape[1])
+        all_present = np.concatenate([old.present, present])
+        removed = keyword.removed_mask()
+        if removed is not None:
+            all_present &= ~removed
+        all_vectors = np.concatenate([old.vectors, vectors]) if len(vectors) else old.vectors
+        documents, owner = old.documents, keyword.all_chunk_documents()
+        if documents is not None and owner is not None and len(vectors):
+            new_owner = owner[start:]
+            first = documents.shape[0]
+            extra = np.zeros((int(new_owner.max()) + 1 - first, vectors.shape[1]), dtype=np.float32)
+            np.add.at(extra, new_owner - first, vectors)  # appended documents are wholly in the delta
+            extra /= np.maximum(np.linalg.norm(extra, axis=1, keepdims=True), 1e-12)
+            documents = np.concatenate([documents, extra])
+        return _Snapshot(keyword, all_vectors, all_present, documents, owner)
+
+    def _chunks_at(self, kb: str, snap: _Snapshot, positions: list[int]) -> dict[int, StoredChunk]:
+        """The chunks at these positions, from the snapshot's cache or the collection (absent ones left out)."""
+        found = {i: c for i in positions if (c := snap.chunks.get(i)) is not None}
+        missing = [i for i in positions if i not in found]
+        if missing:
+            ids = [snap.index.chunk_ids[i] for i in missing]
+            with self.store.chroma_errors():
+                result = self.store.collection(kb).get(ids=ids, include=["documents", "metadatas"])
+            for cid, text, meta in zip(result["ids"], result["documents"], result["metadatas"], strict=True):
+                found[snap.index.position[cid]] = chunk_from_metadata(cid, text, meta)
+            if len(snap.chunks) > CHUNK_CACHE:  # other threads may read it meanwhile: replaced, never emptied
+                snap.chunks = {}
+            snap.chunks.update((i, found[i]) for i in missing if i in found)
+        return found
+
+    def _load_snapshot(self, kb: str, keyword: KeywordIndex) -> _Snapshot:
+        saved = self._saved_snapshot(kb, keyword)
+        if saved is not None:
+            behind = len(keyword.chunk_ids) - len(saved.present)
+            snapshot = self._extend_snapshot(kb, saved, keyword) if behind else saved
+            if behind > SAVE_AFTER_CHUNKS:
+                self._save_snapshot(kb, snapshot)
+            return snapshot
+        # tombstoned positions stay absent
+        vectors, present = self._place(kb, keyword, keyword.live_chunk_ids(), 0, None)
+        snapshot = self._assemble(keyword, vectors, present)
+        self._save_snapshot(kb, snapshot)
+        return snapshot
+
+    # The vectors are saved beside the keyword index, named by its lineage (the same positions) and by the
+    # collection they were read from (a reindex switches collections): a fresh process reads one file
+    # instead of every vector from Chroma (docs/benchmarks.md, Scale).
+
+    def _snapshot_file(self, kb: str, keyword: KeywordIndex) -> Path:
+        collection = self.store.require_kb(kb).collection
+        return self.store.keyword_dir(kb) / f"vectors-{keyword.lineage}-{collection}.npz"
+
+    def _saved_snapshot(self, kb: str, keyword: KeywordIndex) -> _Snapshot | None:
+        try:
+            path = self._snapshot_file(kb, keyword)
+            if not path.is_file():
+                return None
+            with np.load(path) as saved:
+                vectors, present = saved["vectors"], saved["present"].astype(bool)
+            if vectors.shape[0] != present.shape[0] or present.shape[0] > len(keyword.chunk_ids):
+                return None
+        except Exception as exc:  # a torn or foreign file: read from Chroma instead
+            log.warning("saved vectors of %s not used: %s", kb, exc)
+            return None
+        removed = keyword.removed_mask()
+        if removed is not None:
+            present &= ~removed[: len(present)]
+        owner = keyword.all_chunk_documents()
+        return self._assemble_documents(keyword, vectors, present, owner[: len(present)] if owner is not None else None)
+
+    def _save_snapshot(self, kb: str, snapshot: _Snapshot) -> None:
+        try:
+            path = self._snapshot_file(kb, snapshot.index)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            with tmp.open("wb") as handle:
+                np.savez(handle, vectors=snapshot.vectors, present=snapshot.present)
+            os.replace(tmp, path)
+            for old in path.parent.glob("vectors-*.npz"):
+                if old != path:
+                    old.unlink(missing_ok=True)
+        except OSError as exc:  # only the next cold start pays for it
+            log.warning("vectors of %s not saved: %s", kb, exc)
+
+    def _assemble(self, keyword: KeywordIndex, vectors: np.ndarray, present: np.ndarray) -> _Snapshot:
+        return self._assemble_documents(keyword, vectors, present, keyword.all_chunk_documents())
+
+    @staticmethod
+    def _assemble_documents(
+        keyword: KeywordIndex, vectors: np.ndarray, present: np.ndarray, owner: np.ndarray | None
+    ) -> _Snapshot:
+        documents = None
+        if owner is not None and len(owner):
             documents = np.zeros((int(owner.max()) + 1, vectors.shape[1]), dtype=np.float32)
             np.add.at(documents, owner, vectors)
             documents /= np.maximum(np.linalg.norm(documents, axis=1, keepdims=True), 1e-12)
-        return _Snapshot(keyword, chunks, vectors, present, documents, owner)
+        return _Snapshot(keyword, vectors, present, documents, owner)
 
     def _search_snapshot(
-        self, snap: _Snapshot, query_vector: np.ndarray, bm25_all: np.ndarray | None, n: int, timings: dict[str, float]
+        self,
+        kb: str,
+        snap: _Snapshot,
+        query_vector: np.ndarray,
+        bm25_all: np.ndarray | None,
+        n: int,
+        k: int,
+        timings: dict[str, float],
     ) -> list[Evidence]:
+        """The top k fused candidates (their chunks read only for those k)."""
         t = time.perf_counter()
         query_vector = np.asarray(query_vector, dtype=np.float32)
         if query_vector.shape[0] != snap.vectors.shape[1]:
@@ -231,10 +361,12 @@ class HybridSearcher:
             top_bm25 = float(bm25[picked].max()) or 1.0
             w = self.config.dense_weight
             scores = w * dense[picked] + (1 - w) * (bm25[picked] / top_bm25)
-        order = np.argsort(-scores, kind="stable")
+        order = np.argsort(-scores, kind="stable")[:k]
+        chunks = self._chunks_at(kb, snap, [int(picked[j]) for j in order])
         fused = [
-            Evidence(snap.chunks[picked[j]], float(scores[j]), float(cosine[picked[j]]), float(bm25[picked[j]]))  # type: ignore[arg-type]
+            Evidence(chunks[int(picked[j])], float(scores[j]), float(cosine[picked[j]]), float(bm25[picked[j]]))
             for j in order
+            if int(picked[j]) in chunks  # a chunk deleted since the snapshot was taken is left out
         ]
         timings["fuse"] = _ms(t)
         return fused

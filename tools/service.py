@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -259,8 +259,8 @@ class KnowledgeService:
 
     # --- documents ---------------------------------------------------------------------------
 
-    def documents(self, kb: str) -> list[DocumentRecord]:
-        return self.store.registry.list_documents(kb)
+    def documents(self, kb: str, names: Iterable[str] | None = None) -> list[DocumentRecord]:
+        return self.store.registry.list_documents(kb, names)
 
     def ingest(self, kb: str, paths: list[Path], progress: bool = False) -> IngestReport:
         self.open_kb(kb)

@@ -31,10 +31,12 @@ from pathlib import Path
 import numpy as np
 
 from tools.config import ToolSettings
-from tools.keyword_index import KeywordIndex
+from tools.keyword_index import DELTA_MAX_SHARE, DELTA_MIN_CHUNKS, KeywordIndex
 from tools.registry import KbRecord, Registry
 
 log = logging.getLogger(__name__)
+
+LIVE_PAGE = 5000  # chunks per Chroma get() when reading a whole collection
 
 
 class KnowledgeBaseError(ValueError):
@@ -525,13 +527,23 @@ class KnowledgeStore:
         return self._live_chunks(kb, self._live_snapshot(kb)[1])
 
     def _live_chunks(self, kb: str, live: dict[str, int]) -> list[StoredChunk]:
-        with self.chroma_errors():
-            result = self.collection(kb).get(include=["documents", "metadatas"])
-        chunks = [
-            chunk_from_metadata(cid, text, meta)
-            for cid, text, meta in zip(result["ids"], result["documents"], result["metadatas"], strict=True)
-        ]
-        chunks = [c for c in chunks if live.get(c.document) == c.version]
+        # In pages: one get() of a whole collection fails past ~60k chunks in embedded Chroma ("too many SQL
+        # variables", docs/benchmarks.md, Scale).
+        chunks: list[StoredChunk] = []
+        seen: set[str] = set()
+        collection = self.collection(kb)
+        offset = 0
+        while True:
+            with self.chroma_errors():
+                result = collection.get(include=["documents", "metadatas"], limit=LIVE_PAGE, offset=offset)
+            for cid, text, meta in zip(result["ids"], result["documents"], result["metadatas"], strict=True):
+                chunk = chunk_from_metadata(cid, text, meta)
+                if live.get(chunk.document) == chunk.version and cid not in seen:
+                    seen.add(cid)
+                    chunks.append(chunk)
+            offset += len(result["ids"])
+            if len(result["ids"]) < LIVE_PAGE:
+                break
         chunks.sort(key=lambda c: (c.document, c.index))
         return chunks
 
@@ -601,6 +613,10 @@ class KnowledgeStore:
     def _keyword_dir(self, kb: str) -> Path:
         return self.data_dir / "keyword" / kb
 
+    def keyword_dir(self, kb: str) -> Path:
+        """Where the KB's keyword index (and the searcher's saved vectors) live; removed with the KB."""
+        return self._keyword_dir(kb)
+
     def keyword_index(self, kb: str) -> KeywordIndex:
         """The KB's BM25 index for its current generation: from memory, from disk, or rebuilt.
 
@@ -622,7 +638,7 @@ class KnowledgeStore:
             except Exception as exc:  # a torn or old-format index is rebuilt, never trusted
                 log.warning("rebuilding keyword index for %s: %s", kb, exc)
             if index is None:
-                generation, index = self._build_keyword_index(kb)
+                generation, index = self._update_or_build_keyword_index(kb, cached[1] if cached else None)
             self._keyword[kb] = (generation, index)
             return index
 
@@ -637,18 +653,81 @@ class KnowledgeStore:
             cached = self._keyword.get(kb)
             if cached and cached[0] >= current:
                 return cached[1]  # a question built it already
-            built_at, index = self._build_keyword_index(kb)
+            built_at, index = self._update_or_build_keyword_index(kb, cached[1] if cached else None)
             self._keyword[kb] = (built_at, index)
             return index
 
+    def _update_or_build_keyword_index(self, kb: str, previous: KeywordIndex | None) -> tuple[int, KeywordIndex]:
+        """The index of the current generation: the previous one (in memory, else the newest saved) plus the
+        chunks of versions published since and minus those retired, or a full rebuild when that cannot be
+        done or the delta grew too large (tools/keyword_index.py)."""
+        if previous is None:
+            previous = self._newest_saved_keyword_index(kb)
+        if previous is not None:
+            try:
+                updated = self._update_keyword_index(kb, previous)
+            except Exception as exc:  # whatever went wrong, a rebuild is always right
+                log.warning("keyword index of %s rebuilt instead of updated: %s", kb, exc)
+                updated = None
+            if updated is not None:
+                return updated
+        return self._build_keyword_index(kb)
+
+    def _newest_saved_keyword_index(self, kb: str) -> KeywordIndex | None:
+        saved = [d for d in self._keyword_dir(kb).glob("g*") if d.name[1:].isdigit()]
+        for directory in sorted(saved, key=lambda d: int(d.name[1:]), reverse=True)[:1]:
+            try:
+                return KeywordIndex.load(directory)
+            except Exception as exc:
+                log.warning("saved keyword index %s not used: %s", directory, exc)
+        return None
+
+    def _update_keyword_index(self, kb: str, previous: KeywordIndex) -> tuple[int, KeywordIndex] | None:
+        generation, live = self.registry.live_chunk_counts(kb)
+        wanted = {version_key(kb, d, v): (d, v, n) for d, (v, n) in live.items()}
+        have = previous.live_versions()
+        added = [key for key in wanted if key not in have]
+        removed = have - wanted.keys()
+        ids = [chunk_id_for(kb, d, v, i) for key in added for d, v, n in [wanted[key]] for i in range(n)]
+        if not previous.chunk_ids or len(ids) + previous.delta_size > max(
+            DELTA_MIN_CHUNKS, DELTA_MAX_SHARE * previous.base_size
+        ):
+            return None
+        chunks = self._chunks_by_id(kb, ids)
+        if len(chunks) != len(ids):
+            return None  # the registry and the collection disagree right now: a rebuild reads what is there
+        index = previous.updated(ids, [f"{c.header}\n{c.text}" for c in chunks], removed)
+        if index.wants_rebuild():
+            return None
+        self._save_keyword_index(kb, generation, index)
+        return generation, index
+
+    def _chunks_by_id(self, kb: str, ids: list[str]) -> list[StoredChunk]:
+        """The chunks with these ids, in this order (absent ones left out)."""
+        found: dict[str, StoredChunk] = {}
+        for start in range(0, len(ids), 5000):
+            part = ids[start : start + 5000]
+            with self.chroma_errors():
+                result = self.collection(kb).get(ids=part, include=["documents", "metadatas"])
+            for cid, text, meta in zip(result["ids"], result["documents"], result["metadatas"], strict=True):
+                found[cid] = chunk_from_metadata(cid, text, meta)
+        return [found[c] for c in ids if c in found]
+
     def _build_keyword_index(self, kb: str) -> tuple[int, KeywordIndex]:
-        generation, live, _ = self.registry.live_snapshot(kb)
-        chunks = self._live_chunks(kb, live)
+        for _attempt in range(3):
+            generation, live, total = self.registry.live_snapshot(kb)
+            chunks = self._live_chunks(kb, live)
+            # Pages read while a cleanup deleted rows before them can skip some: read again then.
+            if len(chunks) >= total or self.registry.generation(kb) != generation:
+                break
         index = KeywordIndex.build([c.chunk_id for c in chunks], [f"{c.header}\n{c.text}" for c in chunks])
+        self._save_keyword_index(kb, generation, index)
+        return generation, index
+
+    def _save_keyword_index(self, kb: str, generation: int, index: KeywordIndex) -> None:
         root = self._keyword_dir(kb)
         if self.registry.generation(kb) == generation:  # an older generation's index is never saved
             index.save(root / f"g{generation}")
             for old in root.glob("g*"):
                 if old.name[1:].isdigit() and int(old.name[1:]) < generation:
                     shutil.rmtree(old, ignore_errors=True)
-        return generation, index

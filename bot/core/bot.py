@@ -223,7 +223,12 @@ class KnowledgeBot:
     def _add_trust_signals(self, answer: Answer) -> None:
         """When each cited document was last updated, who uploaded it, whether it is old (bot.core.trust)."""
         try:
-            annotate(answer.citations, self.service.documents, self.clock(), self.settings.stale_after_days)
+            cited: dict[str, set[str]] = {}
+            for citation in answer.citations:
+                cited.setdefault(citation.kb, set()).add(citation.document)
+            # only the cited documents (docs/benchmarks.md, Scale: all of a large KB per answer cost seconds)
+            documents_of = lambda kb: self.service.documents(kb, cited.get(kb, ()))  # noqa: E731
+            annotate(answer.citations, documents_of, self.clock(), self.settings.stale_after_days)
         except Exception as exc:  # the answer still goes out, without the signals; the log says why
             log.warning("trust signals of the citations could not be read: %s", exc)
 

@@ -20,13 +20,18 @@ KB = "squad2"
 DESCRIPTION = "Wikipedia paragraphs on many topics: history, science, places, people, organisations."
 
 
-def eval_abstention(ws: EvalWorkspace, dataset: str = "squad2-sample", limit: int = 0, fresh: bool = False) -> dict:
-    path = resolve(dataset)
-    rows = list(read_jsonl(path / "questions.jsonl"))
+def squad_records(rows: list[dict]) -> list[tuple[str, str, str]]:
+    """(name, title, text) per distinct paragraph of the questions, in order of first appearance."""
     paragraphs: dict[str, str] = {}
     for row in rows:
         paragraphs.setdefault(hashlib.sha256(row["context"].encode()).hexdigest()[:12], row["context"])
-    records = [(f"p{i:03d}-{key}", "", text) for i, (key, text) in enumerate(paragraphs.items())]
+    return [(f"p{i:03d}-{key}", "", text) for i, (key, text) in enumerate(paragraphs.items())]
+
+
+def eval_abstention(ws: EvalWorkspace, dataset: str = "squad2-sample", limit: int = 0, fresh: bool = False) -> dict:
+    path = resolve(dataset)
+    rows = list(read_jsonl(path / "questions.jsonl"))
+    records = squad_records(rows)
     build = ws.ensure_kb(KB, DESCRIPTION, records, file_digest(path / "questions.jsonl"), fresh=fresh)
     ws.log(
         f"[abstention] KB {KB}: {build.documents} paragraphs, {build.chunks} chunks"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 
 def add_parser(commands) -> None:
-    ev = commands.add_parser("eval", help="benchmarks: retrieval, routing, abstention, multiturn, company, all")
+    ev = commands.add_parser("eval", help="benchmarks: retrieval, routing, abstention, multiturn, company, scale, all")
     sub = ev.add_subparsers(dest="eval_command", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
@@ -57,6 +57,21 @@ def add_parser(commands) -> None:
         "--questions", type=Path, default=None, help="a folder of *.jsonl cases (default: benchmarks/company/questions)"
     )
     common(co)
+
+    sc = sub.add_parser(
+        "scale",
+        help="search/ask latency, RSS, disk, cold start and publish time at 100k-1M chunks "
+        "(not part of `eval all`: a 100k build takes tens of minutes)",
+        description="Builds KBs of N chunks (real documents of the datasets plus recombined variants with "
+        "synthesised near-real vectors, docs/benchmarks.md) and measures them in a fresh process. Not part of "
+        "`kbbot eval all` because of its run time.",
+    )
+    sc.add_argument("--sizes", default="100000", help="comma-separated chunk counts, e.g. 100000,1000000")
+    sc.add_argument("--store", default="embedded", help="embedded, server (a local `chroma run`) or both")
+    sc.add_argument("--datasets", default="scifact,cranfield,cisi,squad2-sample,mtrag-un")
+    sc.add_argument("--queries", type=int, default=40, help="questions for the search and ask percentiles")
+    sc.add_argument("--pool-docs", type=int, default=0, help="real documents ingested first (0: a tenth of N)")
+    common(sc)
 
     al = sub.add_parser("all", help="every benchmark; writes docs/benchmarks.md (what `make bench` runs)")
     al.add_argument("--output", type=Path, default=None, help="markdown report (default: docs/benchmarks.md)")
@@ -116,6 +131,19 @@ def _run(args: argparse.Namespace, settings) -> int:
 
         result = eval_company(ws, args.split, args.limit, args.fresh, args.dump, args.questions or QUESTIONS_DIR)
         return _emit(args, result, format_company)
+
+    if command == "scale":
+        from bot.eval.scale import eval_scale, format_scale
+
+        sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
+        stores = ["embedded", "server"] if args.store == "both" else [s.strip() for s in args.store.split(",")]
+        if not sizes or any(n < 100 for n in sizes) or any(s not in ("embedded", "server") for s in stores):
+            message = "eval scale: --sizes takes chunk counts of at least 100; --store embedded|server|both"
+            print(message, file=sys.stderr)
+            return 2
+        datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
+        result = eval_scale(ws, sizes, stores, datasets, args.queries, args.pool_docs, args.fresh)
+        return _emit(args, result, format_scale)
     if command == "all":
         from bot.eval.report import run_all
 

@@ -32,15 +32,19 @@ def _passage_name(document_id: str) -> str:
     return f"{safe}-{hashlib.sha1(document_id.encode()).hexdigest()[:6]}"
 
 
-def build_collections(ws: EvalWorkspace, tasks: list[dict], digest: str, fresh: bool) -> dict[str, str]:
+def passage_records(tasks: list[dict]) -> dict[str, list[tuple[str, str, str]]]:
+    """(name, title, text) per distinct passage the tasks cite, by collection (sorted)."""
     passages: dict[str, dict[str, str]] = defaultdict(dict)
     for task in tasks:
         for ctx in task.get("contexts") or []:
             passages[task["Collection"]].setdefault(ctx["document_id"], ctx["text"].strip())
+    return {c: [(_passage_name(doc), "", text) for doc, text in passages[c].items()] for c in sorted(passages)}
+
+
+def build_collections(ws: EvalWorkspace, tasks: list[dict], digest: str, fresh: bool) -> dict[str, str]:
     kbs = {}
-    for collection in sorted(passages):
+    for collection, records in passage_records(tasks).items():
         kb = f"mtrag-{collection}"
-        records = [(_passage_name(doc), "", text) for doc, text in passages[collection].items()]
         description = DESCRIPTIONS.get(collection, f"Passages of the {collection} collection.")
         build = ws.ensure_kb(kb, description, records, digest + collection, fresh=fresh)
         ws.log(f"[multiturn] KB {kb}: {build.documents} passages{' (reused)' if build.reused else ''}")

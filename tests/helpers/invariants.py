@@ -55,7 +55,7 @@ def violations(service, running: bool = False) -> list[str]:  # noqa: ANN001 - a
             processing = [(d, v) for d, v, state in _versions(store, kb) if state == "processing"]
             if processing:
                 problems.append(f"{kb}: versions still processing: {processing}")
-        indexed = set(store.keyword_index(kb).chunk_ids)
+        indexed = set(store.keyword_index(kb).live_chunk_ids())
         if indexed != expected:
             missing, extra = expected - indexed, indexed - expected
             problems.append(
