@@ -20,7 +20,6 @@ from bot.slack.conversation import BUSY, fetch_replies, slack_error
 from bot.slack.deps import SlackDeps
 from bot.slack.listeners.views.upload_modal import tell
 from bot.slack.markup import clean_text
-from bot.slack.render import escape
 from bot.slack.shortcut_views import CANNOT_READ, TITLE_ACTION, TITLE_BLOCK, default_title, save_thread_modal
 from bot.slack.thread_document import document_name, render_document, speaker_names, thread_messages
 from bot.slack.uploads import FileResult, results_text
@@ -29,7 +28,7 @@ from bot.slack.work import fire_and_forget
 log = logging.getLogger(__name__)
 
 MAX_REFUSAL_KBS = 3
-FORM_FAILED = "Could not open the form ({error}). Please try again."
+FORM_FAILED = "Could not open the form. Please try again."
 
 
 def origin_for(channel: str, user: str) -> Origin:
@@ -74,7 +73,8 @@ def handle_save_shortcut(
     try:
         client.views_open(trigger_id=body.get("trigger_id") or "", view=view)
     except SlackApiError as exc:
-        respond(text=FORM_FAILED.format(error=escape(str(exc.response.get("error")))), response_type="ephemeral")
+        log.warning("save shortcut: views.open failed: %s", slack_error(exc))
+        respond(text=FORM_FAILED, response_type="ephemeral")
 
 
 def handle_save_submission(deps: SlackDeps, ack: Ack, body: dict, view: dict, client: WebClient, context: BoltContext):
