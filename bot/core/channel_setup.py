@@ -9,14 +9,11 @@ read a KB stays in kb.toml alone; `permissions` combines these rows with the dec
 from __future__ import annotations
 
 import logging
-import os
-import sqlite3
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from bot.core.sqlite_file import SqliteFile
 
 log = logging.getLogger(__name__)
 
@@ -52,23 +49,8 @@ class ChannelChange:
 class ChannelSetup:
     def __init__(self, path: Path):
         self.path = path
-        self._local = threading.local()
-        self._ready = False
-        self._lock = threading.Lock()
-
-    @contextmanager
-    def _db(self) -> Iterator[sqlite3.Connection]:
-        db = getattr(self._local, "db", None)
-        if db is None or self._local.pid != os.getpid():
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
-            with self._lock:
-                if not self._ready:
-                    db.execute("PRAGMA journal_mode=WAL")
-                    db.executescript(SCHEMA)
-                    self._ready = True
-            self._local.db, self._local.pid = db, os.getpid()
-        yield db
+        self._file = SqliteFile(path, SCHEMA)
+        self._db = self._file.connect
 
     def changes(self, channel: str | None = None) -> list[ChannelChange]:
         """The stored changes, of one channel or of all; raises sqlite3.Error when they cannot be read."""
@@ -103,7 +85,4 @@ class ChannelSetup:
             )
 
     def close(self) -> None:
-        db = getattr(self._local, "db", None)
-        if db is not None:
-            db.close()
-            self._local.db = None
+        self._file.close()

@@ -13,19 +13,16 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sqlite3
-import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
 from bot.agent.models import Answer
 from bot.core.gaps import DISLIKED, REFUSED, GapRow, clean_comment, gap_key
 from bot.core.origin import Origin
+from bot.core.sqlite_file import SqliteFile
 
 log = logging.getLogger(__name__)
 
@@ -102,29 +99,11 @@ def new_answer_id() -> str:
 class Records:
     def __init__(self, path: Path):
         self.path = path
-        self._local = threading.local()
-        self._ready = False
-        self._lock = threading.Lock()
-
-    @contextmanager
-    def _db(self) -> Iterator[sqlite3.Connection]:
-        db = getattr(self._local, "db", None)
-        if db is None or self._local.pid != os.getpid():
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
-            db.row_factory = sqlite3.Row
-            # WAL with NORMAL sync survives a crash of the process; only a power cut can lose the last few
-            # records. Records are best effort, and a sync per answer would cost more than the answer's
-            # own bookkeeping.
-            db.execute("PRAGMA synchronous=NORMAL")
-            with self._lock:
-                if not self._ready:
-                    db.execute("PRAGMA journal_mode=WAL")
-                    db.executescript(SCHEMA)
-                    self._migrate(db)
-                    self._ready = True
-            self._local.db, self._local.pid = db, os.getpid()
-        yield db
+        # WAL with NORMAL sync survives a crash of the process; only a power cut can lose the last few
+        # records. Records are best effort, and a sync per answer would cost more than the answer's
+        # own bookkeeping.
+        self._file = SqliteFile(path, SCHEMA, migrate=self._migrate, rows=True, synchronous="NORMAL")
+        self._db = self._file.connect
 
     @staticmethod
     def _migrate(db: sqlite3.Connection) -> None:
@@ -305,10 +284,7 @@ class Records:
         return [dict(r) for r in rows]
 
     def close(self) -> None:
-        db = getattr(self._local, "db", None)
-        if db is not None:
-            db.close()
-            self._local.db = None
+        self._file.close()
 
 
 def _signal_kbs(kind: str, record: sqlite3.Row) -> list[str]:
