@@ -18,7 +18,7 @@ from bot.slack import builders
 from bot.slack.builders import KB_ACTION, KB_BLOCK
 from bot.slack.conversation import BUSY, fetch_replies, slack_error
 from bot.slack.deps import SlackDeps
-from bot.slack.listeners.views.upload_modal import tell
+from bot.slack.listeners.views.upload_modal import kb_choice_error, origin_of, tell
 from bot.slack.markup import clean_text
 from bot.slack.shortcut_views import CANNOT_READ, TITLE_ACTION, TITLE_BLOCK, default_title, save_thread_modal
 from bot.slack.thread_document import document_name, render_document, speaker_names, thread_messages
@@ -29,10 +29,6 @@ log = logging.getLogger(__name__)
 
 MAX_REFUSAL_KBS = 3
 FORM_FAILED = "Could not open the form. Please try again."
-
-
-def origin_for(channel: str, user: str) -> Origin:
-    return Origin.slack_dm(channel, user) if channel.startswith("D") else Origin.slack_channel(channel, user)
 
 
 def refusal(deps: SlackDeps, origin: Origin) -> str:
@@ -58,7 +54,7 @@ def handle_save_shortcut(
     channel = (body.get("channel") or {}).get("id") or context.channel_id or ""
     message = body.get("message") or {}
     ts = str(message.get("ts") or body.get("message_ts") or "")
-    origin = origin_for(channel, user)
+    origin = origin_of(channel, user)
     try:
         mine = deps.bot.uploadable_kbs(origin)
         if not mine:
@@ -92,14 +88,9 @@ def handle_save_submission(deps: SlackDeps, ack: Ack, body: dict, view: dict, cl
     if not channel or not thread_ts:
         ack(response_action="errors", errors={KB_BLOCK: "This form lost track of its thread; please start again."})
         return
-    origin = origin_for(channel, user)
-    try:
-        deps.bot.check_upload(origin, kb)
-    except NotFound:
-        ack(response_action="errors", errors={KB_BLOCK: "Choose a knowledge base."})
-        return
-    except AccessDenied:
-        ack(response_action="errors", errors={KB_BLOCK: builders.not_allowed_plain(kb)})
+    origin = origin_of(channel, user)
+    if refused_kb := kb_choice_error(deps, origin, kb):
+        ack(response_action="errors", errors={KB_BLOCK: refused_kb})
         return
     if not title:
         ack(response_action="errors", errors={TITLE_BLOCK: "Give the document a title."})

@@ -14,6 +14,24 @@ from bot.slack.uploads import SlackFile, ingest_slack_files, precheck, results_t
 from bot.slack.work import fire_and_forget
 
 
+def origin_of(channel: str | None, user: str) -> Origin:
+    """Where a form was opened from: a DM (or nowhere known: the person's own DM) or a channel."""
+    if not channel or channel.startswith("D"):
+        return Origin.slack_dm(channel or user, user)
+    return Origin.slack_channel(channel, user)
+
+
+def kb_choice_error(deps: SlackDeps, origin: Origin, kb: str) -> str | None:
+    """The form's inline error for the chosen KB, if this person may not add documents to it from here."""
+    try:
+        deps.bot.check_upload(origin, kb)
+    except NotFound:
+        return "Choose a knowledge base."
+    except AccessDenied:
+        return builders.not_allowed_plain(kb)
+    return None
+
+
 def handle_upload_submission(deps: SlackDeps, ack: Ack, body: dict, view: dict, client: WebClient):
     """Validate in the modal (errors shown inline), then download + ingest on an ingest worker."""
     user = (body.get("user") or {}).get("id") or ""
@@ -27,18 +45,9 @@ def handle_upload_submission(deps: SlackDeps, ack: Ack, body: dict, view: dict, 
     except json.JSONDecodeError:
         metadata = {}
     channel = metadata.get("channel") if isinstance(metadata, dict) else None
-    origin = (
-        Origin.slack_dm(channel or user, user)
-        if not channel or channel.startswith("D")
-        else Origin.slack_channel(channel, user)
-    )
-    try:
-        deps.bot.check_upload(origin, kb)
-    except NotFound:
-        ack(response_action="errors", errors={KB_BLOCK: "Choose a knowledge base."})
-        return
-    except AccessDenied:
-        ack(response_action="errors", errors={KB_BLOCK: builders.not_allowed_plain(kb)})
+    origin = origin_of(channel, user)
+    if refused_kb := kb_choice_error(deps, origin, kb):
+        ack(response_action="errors", errors={KB_BLOCK: refused_kb})
         return
     if not files:
         ack(response_action="errors", errors={FILES_BLOCK: "Choose at least one file."})
