@@ -62,13 +62,18 @@ MAX_CHOICES = 20
 NOT_AN_UPLOADER = ":no_entry: You aren't an uploader of any knowledge base. Ask a KB's uploaders or an admin."
 
 
-def upload_modal(kbs: Sequence[str], initial_kb: str | None, max_mb: float, metadata: dict) -> dict:
-    """The /kb upload modal: which KB (only those the user may upload to) and up to 10 files."""
-    options = [Option(value=name, text=name) for name in list(kbs)[:100]]  # select menus show no descriptions
+def kb_select(kbs: Sequence[str], initial_kb: str | None = None) -> StaticSelectElement:
+    """A form's KB menu (only the KBs offered; select menus show no descriptions, and hold at most 100)."""
+    options = [Option(value=name, text=name) for name in list(kbs)[:100]]
     initial = next((o for o in options if o.value == initial_kb), None)
-    select = StaticSelectElement(
+    return StaticSelectElement(
         action_id=KB_ACTION, placeholder="Choose a knowledge base", options=options, initial_option=initial
     )
+
+
+def upload_modal(kbs: Sequence[str], initial_kb: str | None, max_mb: float, metadata: dict) -> dict:
+    """The /kb upload modal: which KB (only those the user may upload to) and up to 10 files."""
+    select = kb_select(kbs, initial_kb)
     return View(
         type="modal",
         callback_id=UPLOAD_CALLBACK_ID,

@@ -9,14 +9,12 @@ from slack_sdk.models.blocks import (
     ContextBlock,
     InputBlock,
     MarkdownTextObject,
-    Option,
     PlainTextInputElement,
     PlainTextObject,
-    StaticSelectElement,
 )
 from slack_sdk.models.views import View
 
-from bot.slack.builders import KB_ACTION, KB_BLOCK
+from bot.slack.builders import KB_BLOCK, kb_select
 from bot.slack.render import sanitize, shorten
 
 ASK_SHORTCUT_ID = "kb_ask_about_message"  # manifest.json features.shortcuts
@@ -41,13 +39,7 @@ def default_title(text: str | None) -> str:
 
 def save_thread_modal(kbs: Sequence[str], title: str, metadata: dict) -> dict:
     """Which KB (only those the user may upload to) and a title; the thread itself is read on submit."""
-    options = [Option(value=name, text=name) for name in list(kbs)[:100]]
-    select = StaticSelectElement(
-        action_id=KB_ACTION,
-        placeholder="Choose a knowledge base",
-        options=options,
-        initial_option=options[0] if len(options) == 1 else None,
-    )
+    select = kb_select(kbs, kbs[0] if len(kbs) == 1 else None)
     return View(
         type="modal",
         callback_id=SAVE_CALLBACK_ID,
