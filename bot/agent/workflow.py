@@ -1,9 +1,9 @@
 """The answer workflow: condense → route → retrieve and self-check (≤ 3 rounds) → cited answer or refusal.
 
-A llama-index Workflow of small typed steps. Each event carries what its next step needs: the
-`Question` (as the prepare step left it) and that step's own data. What a run accumulates for its
-Answer — route, rounds, searched KBs, notes, timings, whether the LLM was used or is down — is the
-workflow's typed per-run state, a `Trace` in `ctx.store`. What each step decides is the engine's
+A llama-index Workflow (the llama-index-workflows package) of small typed steps. Each event carries what
+its next step needs: the `Question` (as the prepare step left it) and that step's own data. What a run
+accumulates for its Answer — route, rounds, searched KBs, notes, timings, whether the LLM was used or is
+down — is the workflow's typed per-run state, a `Trace` in `ctx.store`. What each step decides is the engine's
 (bot.agent.engine: the policy modules, wired).
 """
 
@@ -15,8 +15,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from llama_index.core.workflow import Context, Event, StartEvent, StopEvent, Workflow, step
 from pydantic import BaseModel, ConfigDict, Field
+
+# llama-index's Workflow lives in the llama-index-workflows package; `llama_index.core.workflow` only re-exports
+# it, after importing all of llama_index.core (its indices, readers, NLTK): seconds of a cold start, unused here.
+from workflows import Context, Workflow, step
+from workflows.events import Event, StartEvent, StopEvent
 
 from bot.agent import grading, messages
 from bot.agent.fallback import LlmAccess, Outcome
