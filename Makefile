@@ -25,9 +25,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# One process syncs and then serves: imports and the embedding model are loaded once.
 run: setup
-	$(BIN)/kbbot kb sync
-	$(BIN)/kbbot start
+	$(BIN)/kbbot start --sync
 
 test: setup
 	$(BIN)/ruff check bot tools tests

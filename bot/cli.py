@@ -177,7 +177,11 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_start(args: argparse.Namespace, settings: Settings) -> int:
-    """What `make run` starts: the Slack bot when Slack tokens are set, otherwise the console chat."""
+    """What `make run` starts: the Slack bot when Slack tokens are set, otherwise the console chat; with
+    `--sync`, after syncing the declared KBs in this same process (a second process would import everything
+    and, when documents changed, load the embedding model again)."""
+    if args.sync and cmd_kb_sync(argparse.Namespace(json=False, keep_missing=False), settings) != EXIT_OK:
+        print("warning: some documents could not be ingested (see above); starting without them", file=sys.stderr)
     if settings.slack_enabled:
         return cmd_serve(argparse.Namespace(host="0.0.0.0", port=None), settings)
     print("No SLACK_BOT_TOKEN set: starting the local console chat (see README to connect Slack).")
@@ -244,6 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_console_parsers(commands)
     start = commands.add_parser("start", help="the Slack bot if Slack tokens are set, else the console chat")
+    start.add_argument("--sync", action="store_true", help="first ingest the declared knowledge bases (kb sync)")
     start.set_defaults(handler=cmd_start)
 
     from bot.eval.cli import add_parser as add_eval_parser  # argparse only; the harness loads lazily

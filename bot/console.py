@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
+import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -12,7 +15,11 @@ from bot.config import Settings
 from bot.core import USER_ERRORS, Answer, Citation, EmptyQuestion, KnowledgeBot, NotFound, Origin, Turn
 
 CHAT_HELP = """Commands: /trace (rounds of the last answer), /kb NAME (pin a knowledge base), /kb (unpin),
-/kbs (list knowledge bases), /new (forget the conversation), /quit. Anything else is a question."""
+/kbs (list knowledge bases), /new (forget the conversation), /quit (or quit, Ctrl-D).
+Anything else is a question."""
+QUIT_WORDS = ("/quit", "/exit", "quit", "exit")
+
+log = logging.getLogger(__name__)
 
 
 class InputError(ValueError):
@@ -126,11 +133,37 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+class WarmUp:
+    """The embedding model and the indexes load on a thread while the prompt is shown (seconds of imports and
+    reading); the first question waits for them, saying so."""
+
+    def __init__(self, bot: KnowledgeBot):
+        self._thread = threading.Thread(target=self._run, args=(bot,), name="kbbot-warm-up", daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _run(bot: KnowledgeBot) -> None:
+        try:
+            bot.warm_up()
+        except Exception as exc:  # the first question meets the same problem and reports it
+            log.info("warm-up stopped: %s", exc)
+
+    def wait(self) -> None:
+        if not self._thread.is_alive():
+            return
+        started = time.monotonic()
+        print("(loading the model and the knowledge bases…)", flush=True)
+        self._thread.join()
+        log.info("the first question waited %.1f s for the warm-up", time.monotonic() - started)
+
+
 def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
     bot, origin = KnowledgeBot(settings), Origin.cli()
+    bot.open_store()  # this process owns the embedded store now, or stops here saying which process does
     for problem in bot.refresh():
         print(f"warning: {problem}")
     kbs = [v.name for v in bot.visible_kbs(origin) if v.ready_documents]
+    warm_up = WarmUp(bot) if kbs else None
     print(f"kbbot chat — {bot.mode} mode, knowledge bases: {', '.join(kbs) or 'none (run `kbbot kb sync`)'}")
     print(CHAT_HELP)
     history: list[Turn] = []
@@ -144,7 +177,7 @@ def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
             return 0
         if not line:
             continue
-        if line in ("/quit", "/exit"):
+        if line.lower() in QUIT_WORDS:
             return 0
         if line == "/trace":
             print(render_trace(last) if last else "no answer yet")
@@ -168,6 +201,9 @@ def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
         if line.startswith("/"):
             print(CHAT_HELP)
             continue
+        if warm_up is not None:
+            warm_up.wait()
+            warm_up = None
         try:
             last = bot.ask(origin, line, history, kb=pinned).answer
         except (EmptyQuestion, NotFound) as exc:
