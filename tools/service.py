@@ -91,6 +91,7 @@ class KnowledgeService:
 
     @cached_property
     def embedder(self) -> Embedder:
+        log.info("loading the embedding model (%s backend)", self.settings.embedding_backend)
         embedder = get_embedder(self.settings)
         return self._wrap_embedder(embedder) if self._wrap_embedder else embedder
 
