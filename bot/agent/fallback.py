@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
-import openai
 from pydantic import BaseModel
 
 from bot.agent.llm import NO_DEADLINE, Deadline, LlmClient, LlmUnavailable
@@ -95,6 +94,8 @@ def llm_step(
             raw = client.structured(prompt(), schema, deadline=deadline)
     except LlmUnavailable as exc:
         note = f"LLM unavailable for {step.name} ({exc}): {step.fallback} used"
+        import openai  # loaded with the LLM client, which exists here
+
         if isinstance(exc.__cause__, openai.OpenAIError):
             return Outcome(fallback(), "offline", note + SKIPPED_FOR_THE_REST, llm_down=True)
         return Outcome(fallback(), "offline", note)

@@ -15,13 +15,15 @@ import logging
 import math
 import time
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-import openai
 from pydantic import BaseModel, ValidationError
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay
 
 from bot.config import Settings
+
+if TYPE_CHECKING:
+    import openai
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +76,8 @@ NO_DEADLINE = Deadline()
 
 
 def _retryable(exc: BaseException) -> bool:
+    import openai
+
     if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError | openai.RateLimitError):
         return True
     return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
@@ -100,6 +104,9 @@ def _wait(state: RetryCallState) -> float:
 class LlmClient:
     def __init__(self, settings: Settings):
         assert settings.openai_api_key is not None
+        # Imported with the first client: offline mode never needs the package (a second of a cold start).
+        import openai
+
         # Retries are ours (tenacity), so the client's own are off: one policy, one budget.
         self._client = openai.OpenAI(
             api_key=settings.openai_api_key.get_secret_value(),
@@ -112,6 +119,8 @@ class LlmClient:
 
     def _complete(self, messages: list[dict], response_format: dict | None, max_tokens: int, deadline: Deadline) -> str:
         """One chat completion, retried on 429, 5xx and timeouts within the retry budget and the deadline."""
+        import openai
+
         cut_short = False
 
         def out_of_time(state: RetryCallState) -> bool:  # no time left to wait and send another request
