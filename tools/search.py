@@ -93,6 +93,20 @@ class _Snapshot:
     chunks: dict[int, StoredChunk] = field(default_factory=dict)
 
 
+def _sum_rows_by_owner(vectors: np.ndarray, owner: np.ndarray, owners: int) -> np.ndarray:
+    """Row i of the result is the sum of the `vectors` rows whose `owner` is i (`owners` rows, float32).
+
+    The same sums as `np.add.at(result, owner, vectors)`, as one sparse product: ufunc.at goes row by row and
+    was most of a cold start's snapshot loading at 100k chunks (docs/benchmarks.md, Cold start)."""
+    from scipy.sparse import csr_matrix  # loaded with bm25s already
+
+    owner = np.asarray(owner, dtype=np.int64)
+    members = csr_matrix(
+        (np.ones(len(owner), dtype=np.float32), (owner, np.arange(len(owner)))), shape=(owners, len(owner))
+    )
+    return np.asarray(members @ vectors, dtype=np.float32)
+
+
 class HybridSearcher:
     def __init__(self, store: KnowledgeStore, embedder: Embedder, config: SearchConfig | None = None):
         self.store = store
@@ -227,8 +241,8 @@ class HybridSearcher:
         if documents is not None and owner is not None and len(vectors):
             new_owner = owner[start:]
             first = documents.shape[0]
-            extra = np.zeros((int(new_owner.max()) + 1 - first, vectors.shape[1]), dtype=np.float32)
-            np.add.at(extra, new_owner - first, vectors)  # appended documents are wholly in the delta
+            # appended documents are wholly in the delta
+            extra = _sum_rows_by_owner(vectors, new_owner - first, int(new_owner.max()) + 1 - first)
             extra /= np.maximum(np.linalg.norm(extra, axis=1, keepdims=True), 1e-12)
             documents = np.concatenate([documents, extra])
         return _Snapshot(keyword, all_vectors, all_present, documents, owner)
@@ -311,8 +325,7 @@ class HybridSearcher:
     ) -> _Snapshot:
         documents = None
         if owner is not None and len(owner):
-            documents = np.zeros((int(owner.max()) + 1, vectors.shape[1]), dtype=np.float32)
-            np.add.at(documents, owner, vectors)
+            documents = _sum_rows_by_owner(vectors, owner, int(owner.max()) + 1)
             documents /= np.maximum(np.linalg.norm(documents, axis=1, keepdims=True), 1e-12)
         return _Snapshot(keyword, vectors, present, documents, owner)
 
