@@ -4,7 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TORCH_VERSION ?= 2.13.0
-# PyTorch's own CPU-only wheel index. PyPI's `torch` wheel for Linux is the multi-GB CUDA build.
+# PyTorch's own CPU-only wheel index (torch 2.13.0+cpu for CPython 3.11: a 192 MB wheel). PyPI's `torch` wheel
+# for Linux is the CUDA build, which pulls GBs of nvidia-* wheels.
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 .PHONY: setup run test bench lint clean
