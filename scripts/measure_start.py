@@ -13,10 +13,10 @@ so that the machine's load falls on all of them alike; the load (`os.getloadavg`
 
 `run` copies --data-dir once per variant, runs `make run` in each checkout (PYTHONPATH set to it, so its own
 code runs; `--skip-setup-check` passes `-o .venv/.installed` for a checkout whose `.venv` is borrowed), and
-records the seconds from spawning `make` to the first `you>` prompt, and to the answer of one question (the
-next prompt). One unmeasured run per variant first warms the file cache. `scale` runs `python -m bot.eval.scale`
-(the child `kbbot eval scale` measures in) with a request naming that variant's data dir and reports its
-`cold_start_s` and parts. This is a measurement, not a test.
+records the seconds from spawning `make` to the first `you>` prompt, to the answer of one question (the next
+prompt), and from `/quit` to the exit. One unmeasured run per variant first warms the file cache.
+`scale` runs `python -m bot.eval.scale` (the child `kbbot eval scale` measures in) with a request naming that
+variant's data dir and reports its `cold_start_s` and parts. This is a measurement, not a test.
 """
 
 from __future__ import annotations
@@ -89,11 +89,18 @@ def time_make_run(repo: Path, data_dir: Path, skip_setup_check: bool) -> dict:
         answered = b"[1]" in transcript.buffer[:end]
         process.stdin.write(b"/quit\n")
         process.stdin.flush()
-        process.wait(timeout=60)
+        quit_at = time.monotonic()
+        process.wait(timeout=120)
+        exit_s = time.monotonic() - quit_at
     finally:
         if process.poll() is None:
             process.kill()
-    return {"prompt_s": round(prompt_s, 2), "first_answer_s": round(answer_s, 2), "answered": answered}
+    return {
+        "prompt_s": round(prompt_s, 2),
+        "first_answer_s": round(answer_s, 2),
+        "answered": answered,
+        "exit_s": round(exit_s, 2),
+    }
 
 
 def time_scale_cold_start(repo: Path, data_dir: Path) -> dict:
