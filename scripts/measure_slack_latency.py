@@ -74,6 +74,12 @@ def summary(values: list[float]) -> dict | None:
     }
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc): the work a burst costs, whatever the load."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def prepare_data_dir(source: Path | None, workdir: Path) -> Path:
     target = workdir / "data"
     if source is not None and (source / "registry.sqlite3").exists():
@@ -192,6 +198,12 @@ def main() -> int:
     parser.add_argument("--redeliveries", type=int, default=10)
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds a mention may wait for its reply")
     parser.add_argument("--code", type=Path, default=ROOT, help="the kbbot checkout `kbbot serve` runs")
+    parser.add_argument(
+        "--py-spy",
+        type=Path,
+        default=None,
+        help="record the burst with this py-spy binary (raw stacks of the GIL holder → $TMPDIR/kbbot-py-spy-burst.txt)",
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args()
 
@@ -223,6 +235,15 @@ def main() -> int:
                 sequential_lost += len(wait_replies(fake, [probe], timeout=args.timeout))
                 sequential.append(probe)
 
+            spy, spy_output = None, Path(tempfile.gettempdir()) / "kbbot-py-spy-burst.txt"
+            if args.py_spy is not None:
+                spy = subprocess.Popen(
+                    [str(args.py_spy), "record", "--pid", str(process.pid), "--format", "raw", "--threads", "--gil",
+                     "--nonblocking", "--rate", "100", "--output", str(spy_output)],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                )  # fmt: skip
+                time.sleep(1.0)
+            cpu_before = cpu_seconds(process.pid)
             with ThreadPoolExecutor(args.concurrent) as pool:
                 barrier = threading.Barrier(args.concurrent)
 
@@ -234,6 +255,10 @@ def main() -> int:
             concurrent = [p for p, _, _ in fired]
             burst_started = min(p.sent for p in concurrent)
             lost = wait_replies(fake, concurrent, timeout=args.timeout)
+            burst_cpu_s = cpu_seconds(process.pid) - cpu_before
+            if spy is not None:
+                spy.send_signal(2)
+                spy.wait(timeout=30)
             answered = [p for p in concurrent if p not in lost]
             burst_done = max((p.sent + p.reply() for p in answered), default=burst_started)
             first_replies = [p.reply() for p in answered]
@@ -272,6 +297,7 @@ def main() -> int:
                     "first_feedback": summary([f for p in concurrent if (f := p.feedback()) is not None]),
                     "first_reply": summary(first_replies),
                     "burst_wall_s": round(burst_done - burst_started, 2),
+                    "burst_cpu_s": round(burst_cpu_s, 2),  # kbbot serve's CPU time for the burst
                 },
                 "redeliveries": {"ack": summary(redelivery_acks), "extra_replies": replies_after - replies_before},
             }
