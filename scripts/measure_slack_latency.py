@@ -12,7 +12,13 @@ For every event it records the ack latency (the HTTP response to the signed requ
 visible feedback (:eyes: reaction or assistant.threads.setStatus) and the time to the first reply message
 (chat.startStream or chat.postMessage in the thread). This is a measurement, not a test.
 
-    .venv/bin/python scripts/measure_slack_latency.py [--data-dir .kbbot] [--sequential 30] [--concurrent 20]
+    .venv/bin/python scripts/measure_slack_latency.py [--data-dir .kbbot] [--sequential 30] [--concurrent 50]
+        [--code DIR] [--json]
+
+The burst's questions are ones this process has not been asked yet (as far as the question file allows), so
+the query cache does not hide the encodes. `concurrent.first_reply_max_s` is the slowest first reply of the
+burst and `concurrent.lost` the mentions with no reply at all within --timeout. --code runs another checkout's
+kbbot (e.g. a worktree of main) with this script, so a before/after comparison can be interleaved in one session.
 
 --data-dir is a synced store (e.g. after `kbbot kb sync`); it is copied to a temp dir first and left untouched.
 Without one, the sample KBs are synced into a temp dir (slow: embeds every sample document).
@@ -54,7 +60,9 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[rank - 1]
 
 
-def summary(values: list[float]) -> dict:
+def summary(values: list[float]) -> dict | None:
+    if not values:
+        return None
     ms = [v * 1000 for v in values]
     return {
         "n": len(ms),
@@ -64,6 +72,12 @@ def summary(values: list[float]) -> dict:
         "max_ms": round(max(ms), 1),
         "mean_ms": round(statistics.fmean(ms), 1),
     }
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc): the work a burst costs, whatever the load."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def prepare_data_dir(source: Path | None, workdir: Path) -> Path:
@@ -127,11 +141,17 @@ def send_mention(sender: SlackSender, fake: FakeSlack, question: dict) -> tuple[
     return probe, event, event_id
 
 
-def wait_replies(fake: FakeSlack, probes: list[Probe], timeout: float) -> None:
-    fake.wait_for(lambda: all(fake.bot_replies(p.channel, p.ts) for p in probes), timeout=timeout, what="all replies")
+def wait_replies(fake: FakeSlack, probes: list[Probe], timeout: float) -> list[Probe]:
+    """Wait until every probe has its reply or the timeout passes; the probes still without one (lost)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        waiting = [p for p in probes if not fake.bot_replies(p.channel, p.ts)]
+        if not waiting or time.monotonic() > deadline:
+            return waiting
+        time.sleep(0.05)
 
 
-def start_kbbot_serve(data_dir: Path, api_url: str, workdir: Path) -> tuple[subprocess.Popen, str]:
+def start_kbbot_serve(data_dir: Path, api_url: str, workdir: Path, code: Path) -> tuple[subprocess.Popen, str]:
     """`kbbot serve` in HTTP mode as its own process, environment built from scratch (no .env, no keys)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -146,17 +166,16 @@ def start_kbbot_serve(data_dir: Path, api_url: str, workdir: Path) -> tuple[subp
             "SLACK_API_URL": api_url,
             "TOKENIZERS_PARALLELISM": "false",
             "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": str(code),  # this checkout's code, not whichever one the venv was installed from
         }
     )
-    kbbot = Path(sys.executable).with_name("kbbot")
-    command = [str(kbbot)] if kbbot.exists() else [sys.executable, "-m", "bot.cli"]
     process = subprocess.Popen(
-        [*command, "serve", "--host", "127.0.0.1", "--port", str(port)],
+        [sys.executable, "-m", "bot.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
         env=env,
         cwd=workdir,
         stdout=subprocess.DEVNULL,
-        stderr=open(workdir / "serve.log", "w"),
-    )  # noqa: SIM115
+        stderr=open(workdir / "serve.log", "w"),  # noqa: SIM115 - the child's log, open as long as it runs
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while True:
@@ -175,8 +194,16 @@ def main() -> int:
         "--data-dir", type=Path, default=ROOT / ".kbbot", help="a synced data dir to copy (default: .kbbot)"
     )
     parser.add_argument("--sequential", type=int, default=30)
-    parser.add_argument("--concurrent", type=int, default=20)
+    parser.add_argument("--concurrent", type=int, default=50)
     parser.add_argument("--redeliveries", type=int, default=10)
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds a mention may wait for its reply")
+    parser.add_argument("--code", type=Path, default=ROOT, help="the kbbot checkout `kbbot serve` runs")
+    parser.add_argument(
+        "--py-spy",
+        type=Path,
+        default=None,
+        help="record the burst with this py-spy binary (raw stacks of the GIL holder → $TMPDIR/kbbot-py-spy-burst.txt)",
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args()
 
@@ -188,35 +215,53 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="kbbot-latency-") as tmp:
         data_dir = prepare_data_dir(args.data_dir if args.data_dir and args.data_dir.exists() else None, Path(tmp))
         fake = FakeSlack().start()
-        process, events_url = start_kbbot_serve(data_dir, fake.api_url, Path(tmp))
+        process, events_url = start_kbbot_serve(data_dir, fake.api_url, Path(tmp), args.code.resolve())
         sender = SlackSender(events_url, fake)
         try:
             started = time.monotonic()
             warm, _, _ = send_mention(
                 sender, fake, {"question": "How many vacation days do full-time staff get?", "kb": "people"}
             )
-            wait_replies(fake, [warm], timeout=300)  # the first answer loads the model (serve also warms up at start)
+            if wait_replies(fake, [warm], timeout=300):  # the first answer loads the model (serve warms up too)
+                raise SystemExit(f"the warm-up question got no reply; see {Path(tmp) / 'serve.log'}")
             print(f"kbbot serve up and warm in {time.monotonic() - started:.1f}s", file=sys.stderr)
             fake.reset()
 
+            # The burst takes the first questions, the sequential phase the last ones: as few repeats as possible.
             sequential: list[Probe] = []
+            sequential_lost = 0
             for i in range(args.sequential):
-                probe, _, _ = send_mention(sender, fake, questions[i % len(questions)])
-                wait_replies(fake, [probe], timeout=120)
+                probe, _, _ = send_mention(sender, fake, questions[-1 - i % len(questions)])
+                sequential_lost += len(wait_replies(fake, [probe], timeout=args.timeout))
                 sequential.append(probe)
 
+            spy, spy_output = None, Path(tempfile.gettempdir()) / "kbbot-py-spy-burst.txt"
+            if args.py_spy is not None:
+                spy = subprocess.Popen(
+                    [str(args.py_spy), "record", "--pid", str(process.pid), "--format", "raw", "--threads", "--gil",
+                     "--nonblocking", "--rate", "100", "--output", str(spy_output)],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                )  # fmt: skip
+                time.sleep(1.0)
+            cpu_before = cpu_seconds(process.pid)
             with ThreadPoolExecutor(args.concurrent) as pool:
                 barrier = threading.Barrier(args.concurrent)
 
                 def fire(i: int) -> tuple[Probe, dict, str]:
                     barrier.wait()
-                    return send_mention(sender, fake, questions[(args.sequential + i) % len(questions)])
+                    return send_mention(sender, fake, questions[i % len(questions)])
 
                 fired = list(pool.map(fire, range(args.concurrent)))
             concurrent = [p for p, _, _ in fired]
             burst_started = min(p.sent for p in concurrent)
-            wait_replies(fake, concurrent, timeout=600)
-            burst_done = max(p.sent + p.reply() for p in concurrent)
+            lost = wait_replies(fake, concurrent, timeout=args.timeout)
+            burst_cpu_s = cpu_seconds(process.pid) - cpu_before
+            if spy is not None:
+                spy.send_signal(2)
+                spy.wait(timeout=30)
+            answered = [p for p in concurrent if p not in lost]
+            burst_done = max((p.sent + p.reply() for p in answered), default=burst_started)
+            first_replies = [p.reply() for p in answered]
 
             # Slack's retries of delivered events (same event_id, X-Slack-Retry-Num): acked, never answered again.
             redelivery_acks = []
@@ -230,6 +275,8 @@ def main() -> int:
             events_sent = args.sequential + args.concurrent + args.redeliveries
             results = {
                 "command": " ".join(["python", *sys.argv]),
+                "code": str(args.code.resolve()),
+                "load_average": os.getloadavg(),
                 "mode": "offline",
                 "cpus": os.cpu_count(),
                 "signed_events": events_sent,
@@ -237,13 +284,20 @@ def main() -> int:
                 "sequential": {
                     "ack": summary([p.ack for p in sequential]),
                     "first_feedback": summary([p.feedback() for p in sequential]),
-                    "first_reply": summary([p.reply() for p in sequential]),
+                    "first_reply": summary([p.reply() for p in sequential if p.reply() is not None]),
+                    "lost": sequential_lost,
                 },
                 "concurrent": {
+                    "n": args.concurrent,
+                    "first_reply_max_s": round(max(first_replies), 2) if first_replies else None,
+                    "first_reply_p50_s": round(percentile(first_replies, 50), 2) if first_replies else None,
+                    "first_reply_p95_s": round(percentile(first_replies, 95), 2) if first_replies else None,
+                    "lost": len(lost),
                     "ack": summary([p.ack for p in concurrent]),
-                    "first_feedback": summary([p.feedback() for p in concurrent]),
-                    "first_reply": summary([p.reply() for p in concurrent]),
+                    "first_feedback": summary([f for p in concurrent if (f := p.feedback()) is not None]),
+                    "first_reply": summary(first_replies),
                     "burst_wall_s": round(burst_done - burst_started, 2),
+                    "burst_cpu_s": round(burst_cpu_s, 2),  # kbbot serve's CPU time for the burst
                 },
                 "redeliveries": {"ack": summary(redelivery_acks), "extra_replies": replies_after - replies_before},
             }
@@ -263,17 +317,20 @@ def main() -> int:
     print(header)
 
     def row(name: str, s: dict) -> None:
-        print(
-            f"{name:34} {s['n']:>4} {s['p50_ms']:>7.1f}ms {s['p95_ms']:>7.1f}ms {s['p99_ms']:>7.1f}ms {s['max_ms']:>7.1f}ms"
-        )
+        cells = " ".join(f"{s[k]:>7.1f}ms" for k in ("p50_ms", "p95_ms", "p99_ms", "max_ms"))
+        print(f"{name:34} {s['n']:>4} {cells}")
 
-    row("ack (all events)", results["ack_all"])
+    if results["ack_all"]:
+        row("ack (all events)", results["ack_all"])
     for phase in ("sequential", "concurrent"):
         for metric in ("ack", "first_feedback", "first_reply"):
-            row(f"{phase}: {metric.replace('_', ' ')}", results[phase][metric])
-    row("redelivery ack", results["redeliveries"]["ack"])
+            if results[phase][metric]:
+                row(f"{phase}: {metric.replace('_', ' ')}", results[phase][metric])
+    if results["redeliveries"]["ack"]:
+        row("redelivery ack", results["redeliveries"]["ack"])
     print(
-        f"concurrent burst: {args.concurrent} answered in {results['concurrent']['burst_wall_s']} s; "
+        f"concurrent burst of {args.concurrent}: slowest first reply {results['concurrent']['first_reply_max_s']} s, "
+        f"lost {results['concurrent']['lost']}, all answered in {results['concurrent']['burst_wall_s']} s; "
         f"redeliveries answered again: {results['redeliveries']['extra_replies']}"
     )
     return 0

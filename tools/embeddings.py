@@ -148,19 +148,25 @@ class LocalMiniLM:
         return _cached_query_embedding(self, text)
 
     def _encode_one(self, text: str) -> np.ndarray:
-        # One short text gains next to nothing from a second intra-op thread, and on a busy machine the
+        return self.encode_queries([text])[0]
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        # Short texts gain next to nothing from a second intra-op thread, and on a busy machine the
         # threads wait for each other (docs/benchmarks.md, "Measurements behind the code's constants").
-        # Queries are encoded on one thread (the lock keeps the restore exact).
+        # Queries are encoded on one thread (the lock keeps the restore exact); concurrent questions'
+        # queries arrive here as one batch (tools/query_batching.py).
         import torch
 
         with _QUERY_THREAD_LOCK:
             previous = torch.get_num_threads()
             torch.set_num_threads(1)
             try:
-                vector = self._model.encode([text], normalize_embeddings=True, convert_to_numpy=True)[0]
+                vectors = self._model.encode(
+                    list(texts), batch_size=max(1, len(texts)), normalize_embeddings=True, convert_to_numpy=True
+                )
             finally:
                 torch.set_num_threads(previous)
-        return vector.astype(np.float32)
+        return vectors.astype(np.float32)
 
     def tokenize(self, text: str) -> list:
         return self._tokenizer.tokenize(text)
@@ -179,6 +185,8 @@ def _cached_query_embedding(embedder: LocalMiniLM, text: str) -> np.ndarray:
 def clear_query_cache() -> None:
     """Forget cached query vectors."""
     _cached_query_embedding.cache_clear()
+    for embedder in _EMBEDDERS.values():
+        getattr(embedder, "clear_cache", lambda: None)()
 
 
 class OpenAIEmbedder:
@@ -248,8 +256,12 @@ _EMBEDDERS: dict[tuple, Embedder] = {}
 
 
 def get_embedder(settings: ToolSettings) -> Embedder:
-    """One embedder per process and configuration: loading MiniLM costs about a second."""
+    """One embedder per process and configuration: loading MiniLM costs about a second. Its query encodes
+    are batched with those of concurrent questions (tools/query_batching.py)."""
+    from tools.query_batching import BatchingEmbedder
+
     key = (settings.embedding_backend, settings.openai_embedding_model, settings.openai_base_url)
     if key not in _EMBEDDERS:
-        _EMBEDDERS[key] = LocalMiniLM() if settings.embedding_backend == "local" else OpenAIEmbedder(settings)
+        inner = LocalMiniLM() if settings.embedding_backend == "local" else OpenAIEmbedder(settings)
+        _EMBEDDERS[key] = BatchingEmbedder(inner)
     return _EMBEDDERS[key]

@@ -106,8 +106,10 @@ class KnowledgeBot:
         self.service.store.open()
 
     def warm_up(self) -> None:
-        """Load the model and the indexes before the first question arrives."""
+        """Load the model and the indexes before the first question arrives — and the Chinese word
+        segmenter: loaded by the first question in Chinese, it would stall every question in flight."""
         self.ask(Origin.cli(), "warm-up: what is in the knowledge base?")
+        self.ask(Origin.cli(), "预热：知识库里有什么？")
 
     # --- the snapshot ----------------------------------------------------------------------------
 

@@ -5,6 +5,8 @@ seconds instead of loading torch and MiniLM.
 Vectors are deterministic hashed bags of words (64-d, normalised): texts sharing words are close, so
 retrieval still behaves sensibly. `hold_on("TEXT", marker)` makes the first request whose input contains
 TEXT write `marker` and wait (until `release()`): a kbbot process is then provably blocked mid-embedding.
+`reject("TEXT")` answers every request whose input contains TEXT with HTTP 400, as an endpoint refusing an
+input does.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ class FakeEmbeddings:
     def __init__(self) -> None:
         self.requests = 0
         self._hold: tuple[str, Path] | None = None
+        self._rejected: set[str] = set()
+        self.rejected = 0  # requests answered with 400
         self._released = threading.Event()
         self._lock = threading.Lock()
         fake = self
@@ -47,6 +51,14 @@ class FakeEmbeddings:
                 texts = body.get("input") or []
                 texts = [texts] if isinstance(texts, str) else texts
                 fake._maybe_hold(texts)
+                if fake._rejects(texts):
+                    error = json.dumps({"error": {"message": "input rejected", "type": "invalid_request_error"}})
+                    self.send_response(400)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(error)))
+                    self.end_headers()
+                    self.wfile.write(error.encode())
+                    return
                 payload = json.dumps(
                     {
                         "object": "list",
@@ -86,6 +98,16 @@ class FakeEmbeddings:
             self._hold = None  # once
         hold[1].write_text("embedding")
         self._released.wait(600)
+
+    def reject(self, text: str) -> None:
+        self._rejected.add(text)
+
+    def _rejects(self, texts: list[str]) -> bool:
+        with self._lock:
+            if any(r in t for r in self._rejected for t in texts):
+                self.rejected += 1
+                return True
+            return False
 
     def release(self) -> None:
         self._released.set()
