@@ -452,7 +452,7 @@ def plain(sentence: str) -> str:
     return _EMPHASIS.sub(lambda m: m.group(1) or m.group(2), sentence).strip()
 
 
-def _reading_length(text: str) -> int:
+def reading_length(text: str) -> int:
     """Length in Latin-letter equivalents: a Chinese character says about as much as a short word."""
     return len(text) + 2 * len(_CJK_CHAR.findall(text))
 
@@ -539,8 +539,8 @@ def answer_units(text: str) -> list[TextUnit]:
         unit = TextUnit(plain(raw), start, end, lead if kind == "item" else "", kind)
         previous_kind = "lead" if kind == "text" and unit.text.endswith((":", "：")) else kind
         if (
-            _reading_length(unit.text) < SHORT_LINE_CHARS
-            and sum(_reading_length(u.text) for u in [*run, unit]) < MAX_UNIT_CHARS
+            reading_length(unit.text) < SHORT_LINE_CHARS
+            and sum(reading_length(u.text) for u in [*run, unit]) < MAX_UNIT_CHARS
             and kind != "heading"
             and previous_kind != "lead"
         ):
