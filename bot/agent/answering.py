@@ -47,7 +47,16 @@ _ANSWER_TYPES = [
         ),
     ),
     (
-        re.compile(r"\bhow (long|soon|quickly|fast|often)\b|多久|多长时间|多快", re.I),
+        # How often: a frequency ("every 3 years", "weekly"), not any duration ("5 business days before…").
+        re.compile(r"\bhow often\b|\bhow frequently\b|多久一次|多长时间一次", re.I),
+        re.compile(
+            r"\bevery\b|\b(hourly|daily|weekly|fortnightly|monthly|quarterly|yearly|annually)\b|\bper (day|week|month|"
+            r"quarter|year)\b|\b(once|twice|\d+ times) (a|an|per|each)\b|每(天|日|周|月|季度|年)",
+            re.I,
+        ),
+    ),
+    (
+        re.compile(r"\bhow (long|soon|quickly|fast)\b|多久|多长时间|多快", re.I),
         re.compile(
             r"\d+(\.\d+)?\s*(seconds?|secs?|minutes?|mins?|hours?|hrs?|days?|business days?|weeks?|months?|years?)\b"
             r"|\d+\s*个?(工作日|天|小时|分钟|周|星期|个月|月|年)",
@@ -130,6 +139,8 @@ ANCHOR_PENALTY = 0.3
 MIN_SENTENCE_SCORE = 0.1
 # The lead sentence comes from the top-routed KB unless another KB's best is clearly better supported.
 LEAD_KB_SHARE = 0.75
+# Within that KB the top-ranked passage leads unless another passage's unit is clearly better supported.
+LEAD_PASSAGE_SHARE = 0.9
 # Two sentences sharing this share of their terms say the same thing (a page ingested as .txt and .html).
 NEAR_DUPLICATE = 0.8
 # A follow-up asking what comes next ("and if I don't?") is not answered by what was just said.
@@ -401,7 +412,7 @@ def compose(
     # the search ranked the whole passage, the sentence scores only see the sentence.
     top_rank = kbs.index(kbs[lead.rank])
     passage_best = next((c for c in scored if c.rank == top_rank), None)
-    if top_passage_first and passage_best is not None and passage_best.score >= LEAD_KB_SHARE * lead.score:
+    if top_passage_first and passage_best is not None and passage_best.score >= LEAD_PASSAGE_SHARE * lead.score:
         lead = passage_best
     lead_kb = kbs[lead.rank]
     query_terms = _terms(query)
