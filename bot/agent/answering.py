@@ -22,6 +22,7 @@ from tools.text import (
     TextUnit,
     answer_units,
     cjk_content_words,
+    cjk_names,
     content_terms,
     has_cjk,
     identifiers,
@@ -409,10 +410,18 @@ def compose(
     primary_best = next((c for c in scored if kbs[c.rank] == primary), None)
     lead = primary_best if primary_best is not None and primary_best.score >= LEAD_KB_SHARE * best.score else best
     # Within that KB, the top-ranked passage's best sentence, unless another passage's is clearly better:
-    # the search ranked the whole passage, the sentence scores only see the sentence.
+    # the search ranked the whole passage, the sentence scores only see the sentence. Never one without a
+    # name the question gives and the lead has: "深圳…每晚不超过 ¥600" answers a Shenzhen hotel question, not
+    # the higher-ranked passage's meal allowance.
     top_rank = kbs.index(kbs[lead.rank])
     passage_best = next((c for c in scored if c.rank == top_rank), None)
-    if top_passage_first and passage_best is not None and passage_best.score >= LEAD_PASSAGE_SHARE * lead.score:
+    names = [n.lower() for n in [*cjk_names(query), *identifiers(query)]]
+    if (
+        top_passage_first
+        and passage_best is not None
+        and passage_best.score >= LEAD_PASSAGE_SHARE * lead.score
+        and not any(n in lead.reads.lower() and n not in passage_best.reads.lower() for n in names)
+    ):
         lead = passage_best
     lead_kb = kbs[lead.rank]
     query_terms = _terms(query)
