@@ -72,7 +72,9 @@ def test_a_sentence_that_points_back_reads_with_the_one_it_points_to() -> None:
     text = answer("which node is the normal failover candidate?", topology)
     assert "orders-db-1" in lead_of(text) and "normal failover candidate" in lead_of(text), text
     # A demonstrative before a noun names its subject: "This policy sets…" is not glued to its neighbour.
-    policy = "Effective 1 February 2026 for all staff.\n\nThis policy sets who must approve purchase orders and contracts."
+    policy = (
+        "Effective 1 February 2026 for all staff.\n\nThis policy sets who must approve purchase orders and contracts."
+    )
     text = answer("who must approve purchase orders under this policy?", policy)
     assert lead_of(text).startswith("This policy sets"), text
 
