@@ -296,6 +296,23 @@ _LAST_WORD = re.compile(r"([\w.]+)[.!?][\"'’”)\]]*$")
 # Line shapes. A table row: Markdown (| a | b |) or a parsed table ("a | b | c"); a rule line under a
 # heading or a table header (---, ===, |---|---|); a Markdown heading; a code fence; a list item.
 _TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$|^[^|\n]*\S\s\|\s[^\n]*$")
+# A command synopsis ("git stash show [-u | --include-untracked] [<stash>]") has its bars inside brackets:
+# alternatives of one option, not cells of a table.
+_BRACKETED = re.compile(r"\[[^\[\]]*\]|\([^()]*\)|\{[^{}]*\}")
+
+
+def _is_table_row(line: str) -> bool:
+    if not _TABLE_ROW.match(line):
+        return False
+    unbracketed = line
+    while True:  # innermost brackets first: "[(-m | --message) <message>]"
+        stripped = _BRACKETED.sub("", unbracketed)
+        if stripped == unbracketed:
+            break
+        unbracketed = stripped
+    return "|" in unbracketed
+
+
 _RULE_LINE = re.compile(r"^\s*(?:([=\-~^+*_#.])\1{2,}|\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?)\s*$")
 _HEADING_LINE = re.compile(r"^\s*#{1,6}\s")
 _FENCE_LINE = re.compile(r"^\s*(?:```|~~~)")
@@ -361,7 +378,7 @@ def _blocks(text: str) -> list[_Block]:
             else "term"
             if _TERM_LINE.match(line)
             else "row"
-            if _TABLE_ROW.match(line)
+            if _is_table_row(line)
             else "item"
             if _LIST_LINE.match(line)
             else "text"

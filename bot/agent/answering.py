@@ -167,6 +167,13 @@ _ASKS_FIRST_STEP = re.compile(r"\b(?:first|1st) (?:thing|step)\b|\bwhere do (?:i
 _FIRST_STEP = re.compile(r"^\s*(?:1[.)]\s|first\b)", re.I)
 # Shorter than this (in Latin-letter equivalents) a unit is a heading or a fragment, not an answer.
 MIN_ANSWER_READING = 25
+# A unit made mostly of option syntax ("[-u | --include-untracked] [<stash>]", "-q --quiet") is a synopsis
+# line or an option's name, not what a command does.
+# It answers a question about the syntax itself only.
+_SYNTAX_TOKEN = re.compile(r"^[\[(<{|-]|[\])>}]$")
+SYNTAX_SHARE = 0.4
+SYNTAX_PENALTY = 0.4
+_ASKS_SYNTAX = re.compile(r"\b(syntax|usage|synopsis|options?|flags?|arguments?|parameters?|switch(es)?)\b", re.I)
 
 
 @dataclass(frozen=True)
@@ -346,6 +353,7 @@ def score_units(
     # A follow-up's own words in their order ("after five years") say what it adds to the thread.
     query_phrases = (_phrases(asked) if focus and asked else set()) or _phrases(query)
     asks_first_step = bool(_ASKS_FIRST_STEP.search(asked or query))
+    asks_syntax = bool(_ASKS_SYNTAX.search(asked or query))
     scored = []
     for (rank, position, unit, body, reads), terms in zip(units, sentence_terms, strict=True):
         raw = evidence[rank].chunk.text[unit.start : unit.end]
@@ -363,6 +371,13 @@ def score_units(
             score += ANSWER_TYPE_BONUS
         if reading_length(reads) < MIN_ANSWER_READING or unit.kind == "term" or reads.endswith((":", "：")):
             score -= 0.2  # headings, fragments and lead-ins ("You can choose between two plans:") answer little
+        tokens = reads.split()
+        if (
+            tokens
+            and not asks_syntax
+            and sum(bool(_SYNTAX_TOKEN.search(t)) for t in tokens) >= SYNTAX_SHARE * len(tokens)
+        ):
+            score -= SYNTAX_PENALTY
         if unit.kind == "row" and " | " in unit.text:
             score -= 0.2  # a table's header row (or a row with no header to read with) answers nothing alone
         if unit.kind == "row" and _names_a_cell(raw, query):

@@ -136,3 +136,15 @@ def test_a_short_chinese_rule_is_no_fragment() -> None:
     allowance = "出差期间按自然日发放餐费补贴，每天 **¥150**，无需提供餐饮发票。当天往返的出差补贴减半，即 ¥75。"
     text = answer("去深圳出差住一晚最多报多少", allowance, lodging)
     assert "¥600" in lead_of(text), text
+
+
+def test_a_synopsis_line_or_an_option_name_does_not_lead() -> None:
+    manual = (
+        "SYNOPSIS\n\ngit stash push [-p | --patch] [-k | --[no-]keep-index] [-u | --include-untracked] "
+        "[-q | --quiet] [(-m | --message) <message>]\n\n"
+        "DESCRIPTION\n\nUse git stash when you want to record the current state of the working directory and "
+        "the index, but want to go back to a clean working directory.\n\n"
+        "-u --include-untracked --no-include-untracked\n"
+    )
+    text = answer("what does git stash push --include-untracked do?", manual)
+    assert lead_of(text).startswith("Use git stash when"), text
