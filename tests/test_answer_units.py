@@ -74,6 +74,19 @@ def test_a_table_row_is_one_unit_that_reads_with_its_header() -> None:
     ]
 
 
+def test_a_command_synopsis_is_not_a_table() -> None:
+    # The bars of a synopsis are alternatives inside brackets: read as table rows, the second line was paired
+    # with the first as its "header" ("[-p: [-u; --patch] …"), the man page's SYNOPSIS quoted as garbage.
+    synopsis = (
+        "git stash show [-u | --include-untracked | --only-untracked] [<stash>]\n"
+        "git stash save [-p | --patch] [-q | --quiet] [(-m | --message) <message>]\n"
+    )
+    units = answer_units(synopsis)
+    assert all(u.kind == "text" for u in units)
+    assert " ".join(u.text for u in units) == " ".join(synopsis.split())
+    assert answer_units("Plan | Price\nStarter | $29")[1].text == "Plan: Starter; Price: $29", "a table stays one"
+
+
 def test_a_list_item_keeps_the_sentence_that_introduces_it() -> None:
     text = (
         "The default escalation policy looks like this:\n\n"

@@ -303,6 +303,23 @@ _LAST_WORD = re.compile(r"([\w.]+)[.!?][\"'’”)\]]*$")
 # Line shapes. A table row: Markdown (| a | b |) or a parsed table ("a | b | c"); a rule line under a
 # heading or a table header (---, ===, |---|---|); a Markdown heading; a code fence; a list item.
 _TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$|^[^|\n]*\S\s\|\s[^\n]*$")
+# A command synopsis ("git stash show [-u | --include-untracked] [<stash>]") has its bars inside brackets:
+# alternatives of one option, not cells of a table.
+_BRACKETED = re.compile(r"\[[^\[\]]*\]|\([^()]*\)|\{[^{}]*\}")
+
+
+def _is_table_row(line: str) -> bool:
+    if not _TABLE_ROW.match(line):
+        return False
+    unbracketed = line
+    while True:  # innermost brackets first: "[(-m | --message) <message>]"
+        stripped = _BRACKETED.sub("", unbracketed)
+        if stripped == unbracketed:
+            break
+        unbracketed = stripped
+    return "|" in unbracketed
+
+
 _RULE_LINE = re.compile(r"^\s*(?:([=\-~^+*_#.])\1{2,}|\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?)\s*$")
 _HEADING_LINE = re.compile(r"^\s*#{1,6}\s")
 _FENCE_LINE = re.compile(r"^\s*(?:```|~~~)")
@@ -368,7 +385,7 @@ def _blocks(text: str) -> list[_Block]:
             else "term"
             if _TERM_LINE.match(line)
             else "row"
-            if _TABLE_ROW.match(line)
+            if _is_table_row(line)
             else "item"
             if _LIST_LINE.match(line)
             else "text"
@@ -459,7 +476,7 @@ def plain(sentence: str) -> str:
     return _EMPHASIS.sub(lambda m: m.group(1) or m.group(2), sentence).strip()
 
 
-def _reading_length(text: str) -> int:
+def reading_length(text: str) -> int:
     """Length in Latin-letter equivalents: a Chinese character says about as much as a short word."""
     return len(text) + 2 * len(_CJK_CHAR.findall(text))
 
@@ -546,8 +563,8 @@ def answer_units(text: str) -> list[TextUnit]:
         unit = TextUnit(plain(raw), start, end, lead if kind == "item" else "", kind)
         previous_kind = "lead" if kind == "text" and unit.text.endswith((":", "：")) else kind
         if (
-            _reading_length(unit.text) < SHORT_LINE_CHARS
-            and sum(_reading_length(u.text) for u in [*run, unit]) < MAX_UNIT_CHARS
+            reading_length(unit.text) < SHORT_LINE_CHARS
+            and sum(reading_length(u.text) for u in [*run, unit]) < MAX_UNIT_CHARS
             and kind != "heading"
             and previous_kind != "lead"
         ):

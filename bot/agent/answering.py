@@ -21,10 +21,13 @@ from tools.search import Evidence
 from tools.text import (
     TextUnit,
     answer_units,
+    cjk_content_words,
+    cjk_names,
     content_terms,
     has_cjk,
     identifiers,
     keyword_terms,
+    reading_length,
     shorten,
     split_sentences,
 )
@@ -45,7 +48,16 @@ _ANSWER_TYPES = [
         ),
     ),
     (
-        re.compile(r"\bhow (long|soon|quickly|fast|often)\b|多久|多长时间|多快", re.I),
+        # How often: a frequency ("every 3 years", "weekly"), not any duration ("5 business days before…").
+        re.compile(r"\bhow often\b|\bhow frequently\b|多久一次|多长时间一次", re.I),
+        re.compile(
+            r"\bevery\b|\b(hourly|daily|weekly|fortnightly|monthly|quarterly|yearly|annually)\b|\bper (day|week|month|"
+            r"quarter|year)\b|\b(once|twice|\d+ times) (a|an|per|each)\b|每(天|日|周|月|季度|年)",
+            re.I,
+        ),
+    ),
+    (
+        re.compile(r"\bhow (long|soon|quickly|fast)\b|多久|多长时间|多快", re.I),
         re.compile(
             r"\d+(\.\d+)?\s*(seconds?|secs?|minutes?|mins?|hours?|hrs?|days?|business days?|weeks?|months?|years?)\b"
             r"|\d+\s*个?(工作日|天|小时|分钟|周|星期|个月|月|年)",
@@ -54,7 +66,22 @@ _ANSWER_TYPES = [
     ),
     (
         re.compile(r"\bhow (many|much)\b|\b(max|maximum|minimum|limit|price|cost|rate|budget|cap)\b|多少|几", re.I),
-        re.compile(r"\d|[一二三四五六七八九十百千万]"),
+        # A Chinese numeral counts with its measure word: the 一 of 一律 ("without exception") is no number.
+        re.compile(r"\d|[一二三四五六七八九十两百千万]+\s*(个|天|日|周|月|年|元|块|次|人|小时|分钟|岁|名|倍|晚|成|折)"),
+    ),
+    (
+        # Which node, host or channel: the sentence that names one ("dispatch-db-prod-1", "#eng-platform").
+        re.compile(
+            r"\bwhich (?:\w+ )?(node|host|server|machine|cluster|replica|instance|channel|queue|service|database|"
+            r"region|port|branch|schedule|endpoint|bucket)s?\b",
+            re.I,
+        ),
+        re.compile(r"(?<![\w-])[A-Za-z][\w.-]*\d[\w.-]*|(?<![\w-])#[a-z][\w-]+"),
+    ),
+    (
+        # What to run: the sentence with the command line, not the one restating the problem.
+        re.compile(r"\bwhat (?:do|should|can) (?:i|we|you) run\b|\b(which|what) command\b", re.I),
+        re.compile(r"`[^`\n]*\s[^`\n]*`|(?:^|\s)--?[a-z][\w-]+(?=\s|$)|\b(?:run|execute)\s+`", re.I),
     ),
     (
         # What happens next or otherwise: the sentence that states the consequence.
@@ -68,6 +95,7 @@ _ANSWER_TYPES = [
     ),
 ]
 _MARKER = re.compile(r"\[(\d{1,3})\]")
+_LIST_ITEM_START = re.compile(r"^\s*(?:[-*•▪]|\d{1,2}[.)])\s+")
 
 
 @dataclass
@@ -112,6 +140,8 @@ ANCHOR_PENALTY = 0.3
 MIN_SENTENCE_SCORE = 0.1
 # The lead sentence comes from the top-routed KB unless another KB's best is clearly better supported.
 LEAD_KB_SHARE = 0.75
+# Within that KB the top-ranked passage leads unless another passage's unit is clearly better supported.
+LEAD_PASSAGE_SHARE = 0.9
 # Two sentences sharing this share of their terms say the same thing (a page ingested as .txt and .html).
 NEAR_DUPLICATE = 0.8
 # A follow-up asking what comes next ("and if I don't?") is not answered by what was just said.
@@ -122,6 +152,28 @@ PHRASE_WEIGHT = 0.15
 # A table row whose cell the question names as written is the row it asks about (near-ties among rows).
 ROW_KEY_BONUS = 0.05
 MAX_HEADING_CHARS = 40
+# A short list item is quoted whole: cut at its sentences, the one that shares the question's words may
+# not be the one that answers it ("The disk fills up every 6 weeks. Run `logrotate -f` if the alert fires.").
+MAX_WHOLE_ITEM_CHARS = 300
+# A sentence that opens by pointing back ("This is the normal failover candidate.") reads with the one before.
+# ("This policy sets…" names its subject: a demonstrative before a noun does not point back.)
+_POINTS_BACK = re.compile(
+    r"^(?:(?:this|that|these|those)\s+(?:is|are|was|were|means?|has|have|does|do|can|will|would|should|must|may)\b"
+    r"|(?:it|they|such|only|otherwise|then)\b|其|此|上述)",
+    re.I,
+)
+# "What's the first thing?": the first step of a numbered procedure.
+_ASKS_FIRST_STEP = re.compile(r"\b(?:first|1st) (?:thing|step)\b|\bwhere do (?:i|we) (?:start|begin)\b|第一步", re.I)
+_FIRST_STEP = re.compile(r"^\s*(?:1[.)]\s|first\b)", re.I)
+# Shorter than this (in Latin-letter equivalents) a unit is a heading or a fragment, not an answer.
+MIN_ANSWER_READING = 25
+# A unit made mostly of option syntax ("[-u | --include-untracked] [<stash>]", "-q --quiet") is a synopsis
+# line or an option's name, not what a command does.
+# It answers a question about the syntax itself only.
+_SYNTAX_TOKEN = re.compile(r"^[\[(<{|-]|[\])>}]$")
+SYNTAX_SHARE = 0.4
+SYNTAX_PENALTY = 0.4
+_ASKS_SYNTAX = re.compile(r"\b(syntax|usage|synopsis|options?|flags?|arguments?|parameters?|switch(es)?)\b", re.I)
 
 
 @dataclass(frozen=True)
@@ -132,18 +184,50 @@ class _Candidate:
     unit: TextUnit
     terms: frozenset[str]
     reads: str  # how it reads in the answer (a list item with its lead-in, a row with its header)
+    body: str = ""  # what it quotes of its text: the unit, its whole list item, or it after the sentence it points to
 
 
-def _reads(unit: TextUnit, location: str, query_terms: set[str]) -> str:
+def _bodies(text: str, units: Sequence[TextUnit]) -> list[str]:
+    """What each unit quotes of `text`: a sentence of a short list item, the whole item; a sentence that
+    points back ("This is…", "Only if…", "其…"), itself after the sentence it points to; else itself."""
+    bodies = [unit.text for unit in units]
+    groups: list[list[int]] = []  # runs of units that are sentences of one list item
+    for i, unit in enumerate(units):
+        previous = units[i - 1] if i else None
+        continues = (
+            previous is not None
+            and previous.kind == unit.kind
+            and unit.kind in ("item", "text")
+            and "\n\n" not in text[previous.end : unit.start]
+            and not _LIST_ITEM_START.match(text[unit.start : unit.end])
+        )
+        if continues and unit.kind == "item":
+            groups[-1].append(i)
+            continue
+        groups.append([i])
+        if continues and _POINTS_BACK.match(unit.text):
+            pair = f"{units[i - 1].text} {unit.text}"
+            if reading_length(pair) <= MAX_WHOLE_ITEM_CHARS:
+                bodies[i] = pair
+    for group in groups:
+        whole = " ".join(units[i].text for i in group)
+        if len(group) > 1 and reading_length(whole) <= MAX_WHOLE_ITEM_CHARS:
+            for i in group:
+                bodies[i] = whole
+    return bodies
+
+
+def _reads(unit: TextUnit, location: str, query_terms: set[str], body: str = "") -> str:
     """A unit as it reads alone: a list item with the sentence that introduces it; or with its section's
     heading when the heading names what was asked and the item does not ("Starter: $29 per vehicle…")."""
+    body = body or unit.text
     if unit.lead:
-        return f"{unit.lead} {unit.text}"
+        return f"{unit.lead} {body}"
     if unit.kind == "item" and " > " in location:
         heading = location.rsplit(" > ", 1)[-1].strip()
-        if 0 < len(heading) <= MAX_HEADING_CHARS and (content_terms(heading) - content_terms(unit.text)) & query_terms:
-            return f"{heading}: {unit.text}"
-    return unit.text
+        if 0 < len(heading) <= MAX_HEADING_CHARS and (content_terms(heading) - content_terms(body)) & query_terms:
+            return f"{heading}: {body}"
+    return body
 
 
 # Numbers written as words match the digits ("after five years" is "5 years of service").
@@ -223,17 +307,21 @@ def score_units(
     avoid: Collection[str] = (),
 ) -> list[_Candidate]:
     """Every answer unit of the evidence, scored for this query, best first."""
-    query_terms = _terms(query)
+    # A Chinese question is matched by its words (rjieba) besides its character bigrams: a unit that has
+    # 门禁卡 whole says more than one that shares 门禁; the bigrams still catch a word jieba splits (年/假).
+    words = cjk_content_words(query) if has_cjk(query) else []
+    query_terms = _terms(query) | set(words)
     expected = [answer for asks, answer in _ANSWER_TYPES if asks.search(query)]
-    units: list[tuple[int, int, TextUnit, str]] = []  # (chunk rank, position, unit, how it reads)
+    units: list[tuple[int, int, TextUnit, str, str]] = []  # (chunk rank, position, unit, body, how it reads)
     saved: dict[int, np.ndarray] = {}  # chunk rank → its units' vectors, when they match its units
     for rank, item in enumerate(evidence):
         chunk_units = answer_units(item.chunk.text)
         vectors = (unit_vectors or {}).get(item.chunk_id)
         if vectors is not None and len(vectors) == len(chunk_units):
             saved[rank] = vectors
-        for position, unit in enumerate(chunk_units):
-            units.append((rank, position, unit, _reads(unit, item.chunk.location, query_terms)))
+        bodies = _bodies(item.chunk.text, chunk_units)
+        for position, (unit, body) in enumerate(zip(chunk_units, bodies, strict=True)):
+            units.append((rank, position, unit, body, _reads(unit, item.chunk.location, query_terms, body)))
     if not units or not query_terms:
         return []
 
@@ -241,9 +329,15 @@ def score_units(
     # also "contains" its section's heading terms: under "SEV1 - Critical", "first update within
     # 20 minutes" is about SEV1; and a list item its lead-in's.
     header_terms = [_terms(e.chunk.location) for e in evidence]
-    sentence_terms = [_terms(reads) | header_terms[rank] for rank, _, _, reads in units]
+    sentence_terms = [
+        _terms(reads) | header_terms[rank] | {w for w in words if w in reads or w in evidence[rank].chunk.location}
+        for rank, _, _, _, reads in units
+    ]
     document_frequency = {t: sum(t in terms for terms in sentence_terms) for t in query_terms}
-    weight = {t: math.log(1 + len(units) / (1 + df)) for t, df in document_frequency.items()}
+    # A Chinese bigram no unit has is one that straddles two words ("过五" in 超过五千): it measures nothing,
+    # and counted it would drown the words that do match.
+    query_terms = {t for t in query_terms if document_frequency[t] or not has_cjk(t)}
+    weight = {t: math.log(1 + len(units) / (1 + document_frequency[t])) for t in query_terms}
     total_weight = sum(weight.values()) or 1.0
     # Codes and numbers in the question (SEV3, Q4, 401k) are not negotiable: a sentence about SEV2
     # answers nothing about SEV3, however similar it reads.
@@ -258,8 +352,11 @@ def score_units(
     avoid = {" ".join(a.split()) for a in avoid}
     # A follow-up's own words in their order ("after five years") say what it adds to the thread.
     query_phrases = (_phrases(asked) if focus and asked else set()) or _phrases(query)
+    asks_first_step = bool(_ASKS_FIRST_STEP.search(asked or query))
+    asks_syntax = bool(_ASKS_SYNTAX.search(asked or query))
     scored = []
-    for (rank, position, unit, reads), terms in zip(units, sentence_terms, strict=True):
+    for (rank, position, unit, body, reads), terms in zip(units, sentence_terms, strict=True):
+        raw = evidence[rank].chunk.text[unit.start : unit.end]
         overlap = sum(weight[t] for t in query_terms & terms) / total_weight
         score = LEXICAL_WEIGHT * overlap + 0.05 / (1 + rank) - 0.005 * position
         if query_phrases:
@@ -270,24 +367,43 @@ def score_units(
             score -= ANCHOR_PENALTY
         if expected and any(pattern.search(reads) for pattern in expected):
             score += ANSWER_TYPE_BONUS
-        if len(reads) < 25 or unit.kind == "term" or reads.endswith((":", "：")):
+        if asks_first_step and _FIRST_STEP.match(raw):
+            score += ANSWER_TYPE_BONUS
+        if reading_length(reads) < MIN_ANSWER_READING or unit.kind == "term" or reads.endswith((":", "：")):
             score -= 0.2  # headings, fragments and lead-ins ("You can choose between two plans:") answer little
-        if unit.kind == "row" and _names_a_cell(evidence[rank].chunk.text[unit.start : unit.end], query):
+        tokens = reads.split()
+        if (
+            tokens
+            and not asks_syntax
+            and sum(bool(_SYNTAX_TOKEN.search(t)) for t in tokens) >= SYNTAX_SHARE * len(tokens)
+        ):
+            score -= SYNTAX_PENALTY
+        if unit.kind == "row" and " | " in unit.text:
+            score -= 0.2  # a table's header row (or a row with no header to read with) answers nothing alone
+        if unit.kind == "row" and _names_a_cell(raw, query):
             score += ROW_KEY_BONUS
         if avoid:
-            if unit.text in avoid or reads in avoid:
+            if unit.text in avoid or reads in avoid or any(reads.startswith(a) for a in avoid):
                 score -= ALREADY_SAID_PENALTY
             if not _CONSEQUENCE.search(reads):
                 score -= NOT_WHAT_NEXT_PENALTY
-        scored.append(_Candidate(score, rank, position, unit, frozenset(terms), reads))
+        scored.append(_Candidate(score, rank, position, unit, frozenset(terms), reads, body))
     if query_vector is not None:
         # Meaning first: "handover" must find the sentence that says "handoff".
+        # A whole list item is one candidate, as close in meaning as the closest of its sentences.
         scored.sort(key=lambda c: c.score, reverse=True)
-        head = scored[:SEMANTIC_CANDIDATES]
-        vectors = _meaning_vectors([(c.rank, c.position, c.unit.text) for c in head], saved, embed)
+        head: dict[tuple[int, str], _Candidate] = {}
+        for c in scored:
+            if len(head) == SEMANTIC_CANDIDATES:
+                break
+            head.setdefault((c.rank, c.reads), c)
+        members = [c for c in scored if (c.rank, c.reads) in head]
+        vectors = _meaning_vectors([(c.rank, c.position, c.unit.text) for c in members], saved, embed)
         if vectors is not None:
-            cosines = vectors @ query_vector
-            scored = [replace(c, score=c.score + float(cos)) for c, cos in zip(head, cosines, strict=True)]
+            closest: dict[tuple[int, str], float] = {}
+            for c, cos in zip(members, vectors @ query_vector, strict=True):
+                closest[(c.rank, c.reads)] = max(float(cos), closest.get((c.rank, c.reads), -1.0))
+            scored = [replace(c, score=c.score + closest[key]) for key, c in head.items()]
     scored.sort(key=lambda c: c.score, reverse=True)
     return scored
 
@@ -309,10 +425,18 @@ def compose(
     primary_best = next((c for c in scored if kbs[c.rank] == primary), None)
     lead = primary_best if primary_best is not None and primary_best.score >= LEAD_KB_SHARE * best.score else best
     # Within that KB, the top-ranked passage's best sentence, unless another passage's is clearly better:
-    # the search ranked the whole passage, the sentence scores only see the sentence.
+    # the search ranked the whole passage, the sentence scores only see the sentence. Never one without a
+    # name the question gives and the lead has: "深圳…每晚不超过 ¥600" answers a Shenzhen hotel question, not
+    # the higher-ranked passage's meal allowance.
     top_rank = kbs.index(kbs[lead.rank])
     passage_best = next((c for c in scored if c.rank == top_rank), None)
-    if top_passage_first and passage_best is not None and passage_best.score >= LEAD_KB_SHARE * lead.score:
+    names = [n.lower() for n in [*cjk_names(query), *identifiers(query)]]
+    if (
+        top_passage_first
+        and passage_best is not None
+        and passage_best.score >= LEAD_PASSAGE_SHARE * lead.score
+        and not any(n in lead.reads.lower() and n not in passage_best.reads.lower() for n in names)
+    ):
         lead = passage_best
     lead_kb = kbs[lead.rank]
     query_terms = _terms(query)
@@ -344,7 +468,7 @@ def _cited(evidence: Sequence[Evidence], chosen: Sequence[_Candidate]) -> DraftA
     for candidate in chosen:
         rank, sentence = candidate.rank, candidate.reads
         if candidate.unit.lead and candidate.unit.lead in leads_said:
-            sentence = candidate.unit.text  # items of one list: their lead-in once
+            sentence = candidate.body or candidate.unit.text  # items of one list: their lead-in once
         leads_said.add(candidate.unit.lead)
         if rank not in numbers:
             numbers[rank] = len(numbers) + 1
