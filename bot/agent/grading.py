@@ -102,12 +102,25 @@ _GENERIC_MODIFIERS = frozenset(
     ["new", "old", "current", "main", "home", "head", "local", "each", "every", "which", "whose", "that", "this"]
     + ["free", "paid", "basic", "cheapest", "cheap", "higher", "lower", "top", "bottom", "next", "previous", "same"]
     + ["pricing", "price", "payment", "support", "service", "severity", "priority", "access", "user", "team"]
+    # a position among the KB's own things ("the mid tier" of three), not a further thing
+    + ["mid", "middle", "lowest", "highest", "entry", "first", "second", "third", "last", "biggest", "smallest"]
 )
 
 
+# An amount the asker brings ("a $700 course", "20% more") is theirs, not a name the documents must repeat:
+# the rule that answers it states a threshold.
+_AMOUNT_MARK = re.compile(r"[$€£¥]\s*$")
+
+
 def specific_terms(question: str) -> list[str]:
-    """Names and numbers in the question that an answer must be about (not sentence-initial words)."""
-    return [m.group(1) for m in _SPECIFIC.finditer(question.strip()) if m.group(1).lower() not in _CALENDAR]
+    """Names and numbers in the question that an answer must be about (not sentence-initial words, not
+    amounts of money)."""
+    text = question.strip()
+    return [
+        m.group(1)
+        for m in _SPECIFIC.finditer(text)
+        if m.group(1).lower() not in _CALENDAR and not _AMOUNT_MARK.search(text[: m.start(1)])
+    ]
 
 
 def measure_coverage(query: str, evidence: Sequence[Evidence], term_known: Callable[[str], bool]) -> None:
@@ -119,9 +132,21 @@ def measure_coverage(query: str, evidence: Sequence[Evidence], term_known: Calla
             e.coverage = terms.covered(f"{e.chunk.header}\n{e.chunk.text}")
         return
     # CJK bigrams that straddle two words never occur in any text; count only those the KB knows.
-    query_terms = {t for t in content_terms(query) if not has_cjk(t) or term_known(t)}
+    query_terms = {t for t in asked_terms(query) if not has_cjk(t) or term_known(t)}
     for e in evidence:
         e.coverage = len(query_terms & content_terms(f"{e.chunk.header}\n{e.chunk.text}")) / max(len(query_terms), 1)
+
+
+# "How many/long/often …" asks for a kind of fact (cues.py); the word after "how" is not a term the
+# answer repeats ("25 days" answers "how many days"). "What's" leaves a stopword behind its apostrophe.
+_HOW_WORD = re.compile(r"\bhow\s+(many|much|long|often|soon|quickly|fast|far|frequently|big|old)\b", re.I)
+_QUESTION_TERMS = frozenset(keyword_terms(" ".join(STOPWORDS), keep_stopwords=True))
+
+
+def asked_terms(query: str) -> set[str]:
+    """The query's content terms that an answer would contain: not its question words."""
+    how = {t for m in _HOW_WORD.finditer(query) for t in keyword_terms(m.group(1), keep_stopwords=True)}
+    return {t for t in content_terms(query) if t not in _QUESTION_TERMS and t not in how}
 
 
 @dataclass(frozen=True)
@@ -134,8 +159,8 @@ class QueryTerms:
     @classmethod
     def of(cls, query: str) -> QueryTerms:
         if not has_cjk(query):
-            return cls(frozenset(content_terms(query)), ())
-        latin = frozenset(t for t in content_terms(query) if not has_cjk(t))
+            return cls(frozenset(asked_terms(query)), ())
+        latin = frozenset(t for t in asked_terms(query) if not has_cjk(t))
         return cls(latin, tuple(cjk_content_words(query)))
 
     def covered(self, text: str, extra: frozenset[str] | set[str] = frozenset()) -> float:
@@ -186,19 +211,24 @@ def grade_offline(
     evidence: Sequence[Evidence],
     term_known: Callable[[str], bool],
     units: Sequence[UnitMatch] = (),
+    asked: str = "",
 ) -> Verdict:
     """`term_known(term)` tells whether an index term occurs anywhere in the searched KBs; `units` are the
-    best chunks' answer units (`unit_matches`), when their vectors are known."""
+    best chunks' answer units (`unit_matches`), when their vectors are known; `asked`, the person's own
+    message when `query` is its condensed form ("what about tier 4?" → "tier 4 (nightly hotel cap)")."""
     if not evidence:
         return Verdict(False, "nothing relevant was found", missing=query)
     unknown = [t for t in specific_terms(query) if not all(term_known(k) for k in keyword_terms(t))]
     if unknown:
         return Verdict(False, f"the knowledge base never mentions {', '.join(unknown)}", missing=", ".join(unknown))
-    absent = near_misses(query, evidence[:UNIT_CHUNKS])
+    absent = near_misses(query, evidence[:UNIT_CHUNKS], asked)
     if absent:
         return Verdict(False, f"the evidence found never mentions {', '.join(absent)}", missing=", ".join(absent))
     if has_cjk(query):
         return grade_cjk(query, evidence, units, term_known)
+    untyped = missing_answer_type(query, units)
+    if untyped:
+        return Verdict(False, f"the evidence found gives no {untyped} for it", missing=query)
     best = max(evidence, key=lambda e: e.cosine)
     coverage = max(e.coverage for e in evidence[:5])
     # Offline, relevance is left to the answer step's own scoring of every sentence.
@@ -223,6 +253,21 @@ def grade_offline(
         relevant,
         missing=query,
     )
+
+
+TYPED_MIN_COVERAGE = 0.2
+
+
+def missing_answer_type(query: str, units: Sequence[UnitMatch]) -> str:
+    """What kind of fact the question asks for ("a number", "a duration") when no unit of the best evidence
+    that is about the question supplies one: "how much extra is heavy-goods routing?" is not answered by
+    "available on request". Empty when it asks for no kind, or when the units are unknown."""
+    kind, pattern = cues.required_kind(query)
+    if pattern is None or not units:
+        return ""
+    if any(u.coverage >= TYPED_MIN_COVERAGE and pattern.search(u.text) for u in units):
+        return ""
+    return kind
 
 
 def answering_unit(units: Sequence[UnitMatch]) -> UnitMatch | None:
@@ -294,19 +339,20 @@ def asks_about_names(query: str) -> bool:
     return bool(_QUESTION.search(query)) and len(content_terms(query)) <= MAX_QUESTION_TERMS
 
 
-def near_misses(query: str, evidence: Sequence[Evidence]) -> list[str]:
+def near_misses(query: str, evidence: Sequence[Evidence], asked: str = "") -> list[str]:
     """Names in the question that the best evidence never mentions: the parental leave of an office the
-    documents never name is not the parental leave of the one they do, however alike the passages read."""
+    documents never name is not the parental leave of the one they do, however alike the passages read.
+    A condensed follow-up is a question when the person's own message (`asked`) was one."""
     texts = [f"{e.chunk.document}\n{e.chunk.header}\n{e.chunk.text}" for e in evidence]
     if has_cjk(query):
         return [name for name in cjk_names(query) if not any(name in text for text in texts)]
     absent: list[str] = []
-    if asks_about_names(query):
+    if asks_about_names(query) or (asked and asked != query and asks_about_names(asked)):
         terms = [content_terms(text) for text in texts]
         # (as written, give or take punctuation: "401k" is "401(k)"; "50k" is an amount, not a name)
         named = [n for n in identifiers(query) if not _AMOUNT.match(n)]
         named += [m.group(0) for m in _RANKED.finditer(query)] + _COMPOUND.findall(query)
-        absent = [n for n in named if not any(mentions(text, n) for text in texts)]
+        absent = [n for n in named if not any(mentions(text, s) for text in texts for s in spellings(n))]
         for name in specific_terms(query):
             named = [k for k in keyword_terms(name) if len(k) > 1]
             if named and not any(all(k in t for k in named) for t in terms) and name not in absent:
@@ -334,6 +380,15 @@ _COMPOUND = re.compile(r"(?<![\w-])[a-z][a-z0-9]*(?:-[a-z0-9]+){2,}(?![\w-])", r
 _AMOUNT = re.compile(r"^\d+(?:[.,]\d+)?(?:k|m|bn|mm)$", re.I)
 _HEADS = "plan|tier|office|edition|package|subscription|branch|campus|team|policy|level"
 _NAMED_BY_HEAD = re.compile(rf"(?<!^)\b((?:[A-Z][\w-]*\s+)+)(?:{_HEADS})s?\b")
+
+
+_SHORT_YEAR = re.compile(r"^(FY|CY|H[12]FY|Q[1-4]FY)(\d{2})$", re.I)
+
+
+def spellings(name: str) -> list[str]:
+    """The ways a document may write a name: a fiscal year "FY27" is "FY2027" in a board plan."""
+    short = _SHORT_YEAR.match(name)
+    return [name, f"{short.group(1)}20{short.group(2)}"] if short else [name]
 
 
 def name_phrases(question: str) -> list[str]:
