@@ -50,6 +50,10 @@ UNIT_COSINE = 0.45  # a sentence this close to the question ...
 UNIT_COVERAGE = 0.4  # ... naming this share of its terms answers it
 TYPED_UNIT_COSINE = 0.45  # one of the kind of fact asked for (a number, a duration, a date) ...
 TYPED_UNIT_COVERAGE = 0.25  # ... naming this share of its terms
+# A question that only one kind of fact answers (how long/often/many, what day) needs a unit of that kind
+# about it: naming this share of its terms, or some of them close to it or in a chunk naming this share:
+TYPED_MIN_COVERAGE = 0.3
+TYPED_CHUNK_COVERAGE = 0.5
 MAX_QUESTION_TERMS = 20  # longer queries are descriptions, not questions about a named thing
 # Chinese questions, judged on words (MiniLM's cosine does not separate Chinese texts), once a noun the KB
 # never mentions has been refused:
@@ -226,7 +230,7 @@ def grade_offline(
         return Verdict(False, f"the evidence found never mentions {', '.join(absent)}", missing=", ".join(absent))
     if has_cjk(query):
         return grade_cjk(query, evidence, units, term_known)
-    untyped = missing_answer_type(query, units)
+    untyped = missing_answer_type(query, units, evidence)
     if untyped:
         return Verdict(False, f"the evidence found gives no {untyped} for it", missing=query)
     best = max(evidence, key=lambda e: e.cosine)
@@ -255,19 +259,26 @@ def grade_offline(
     )
 
 
-TYPED_MIN_COVERAGE = 0.2
-
-
-def missing_answer_type(query: str, units: Sequence[UnitMatch]) -> str:
+def missing_answer_type(query: str, units: Sequence[UnitMatch], evidence: Sequence[Evidence]) -> str:
     """What kind of fact the question asks for ("a number", "a duration") when no unit of the best evidence
     that is about the question supplies one: "how much extra is heavy-goods routing?" is not answered by
     "available on request". Empty when it asks for no kind, or when the units are unknown."""
     kind, pattern = cues.required_kind(query)
     if pattern is None or not units:
         return ""
-    if any(u.coverage >= TYPED_MIN_COVERAGE and pattern.search(u.text) for u in units):
+    if any(about(u, evidence) and pattern.search(u.text) for u in units):
         return ""
     return kind
+
+
+def about(unit: UnitMatch, evidence: Sequence[Evidence]) -> bool:
+    """Whether a unit is about the question: it names enough of its terms, or some of them and it is close
+    to the question or in a chunk that names most of them (a list item's lead-in, "At each stop the driver
+    can capture:", holds what it is about)."""
+    chunk = evidence[unit.rank].coverage if unit.rank < len(evidence) else 0.0
+    if unit.coverage >= TYPED_MIN_COVERAGE:
+        return True
+    return unit.coverage > 0 and (chunk >= TYPED_CHUNK_COVERAGE or unit.cosine >= TYPED_UNIT_COSINE)
 
 
 def answering_unit(units: Sequence[UnitMatch]) -> UnitMatch | None:
