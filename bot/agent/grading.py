@@ -226,8 +226,12 @@ def grade_offline(
     if unknown:
         return Verdict(False, f"the knowledge base never mentions {', '.join(unknown)}", missing=", ".join(unknown))
     absent = near_misses(query, evidence[:UNIT_CHUNKS], asked)
+    if not absent and not has_cjk(query):
+        absent = unknown_kinds(query, term_known, asked)
     if absent:
-        return Verdict(False, f"the evidence found never mentions {', '.join(absent)}", missing=", ".join(absent))
+        documented = siblings(absent, evidence[:UNIT_CHUNKS])
+        said = f"; it names {', '.join(documented)}" if documented else ""
+        return Verdict(False, f"the evidence found never mentions {', '.join(absent)}{said}", missing=", ".join(absent))
     if has_cjk(query):
         return grade_cjk(query, evidence, units, term_known)
     untyped = missing_answer_type(query, units, evidence)
@@ -400,6 +404,75 @@ def spellings(name: str) -> list[str]:
     """The ways a document may write a name: a fiscal year "FY27" is "FY2027" in a board plan."""
     short = _SHORT_YEAR.match(name)
     return [name, f"{short.group(1)}20{short.group(2)}"] if short else [name]
+
+
+# Kinds of thing a company names its instances of: "pet insurance" when the documents know of life and
+# health insurance but never say "pet", "tertiary on-call" beside primary and secondary.
+_KIND_HEADS = frozenset(
+    ["plan", "tier", "office", "edition", "package", "subscription", "branch", "campus", "team", "policy", "level"]
+    + ["insurance", "integration", "region", "environment", "cluster", "rotation", "on-call", "hub", "card", "sdk"]
+)
+_WORD = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+_DETERMINERS = frozenset(["the", "a", "an", "our", "my", "your", "their", "this", "that", "which", "what"])
+
+
+def unknown_kinds(query: str, term_known: Callable[[str], bool], asked: str = "") -> list[str]:
+    """Things of a named kind the searched KBs have never heard of: a word no document uses, right before
+    (or one word before) a kind of thing ("the bigcommerce integration", "the apac data region"), or joined
+    to a word the documents join to others ("production-apac" beside "production-us"). A word the KBs do
+    not use is no name of theirs, whatever the closest passage is about."""
+    if not (asks_about_names(query) or (asked and asks_about_names(asked))):
+        return []
+
+    def unknown(word: str) -> bool:
+        terms = [t for t in keyword_terms(word) if len(t) > 1]
+        return (
+            bool(terms)
+            and word not in STOPWORDS
+            and word not in _GENERIC_MODIFIERS
+            and word not in _CALENDAR
+            and not any(c.isdigit() for c in word)
+            and not any(term_known(t) for t in terms)
+        )
+
+    words = _WORD.findall(query.lower())
+    found: list[str] = []
+    for i, word in enumerate(words):
+        # one word between only after a determiner: "the apac data region", not "if I don't pick benefits plans"
+        reach = 3 if i and words[i - 1] in _DETERMINERS else 2
+        heads = [h for h in words[i + 1 : i + reach] if h.rstrip("s") in _KIND_HEADS or h in _KIND_HEADS]
+        if heads and unknown(word) and not word.endswith("ly"):  # "a really long on-call": an adverb
+            found.append(f"{word} {heads[0]}")
+        elif "-" in word:
+            parts = word.split("-")
+            if len(parts) == 2 and unknown(parts[1]) and all(term_known(t) for t in keyword_terms(parts[0])):
+                found.append(word)
+    return list(dict.fromkeys(found))
+
+
+def siblings(absent: Sequence[str], evidence: Sequence[Evidence]) -> list[str]:
+    """What the evidence names of the same kind as the missing names, to say what is documented instead:
+    "Tier 1, Tier 2, Tier 3" for a missing "tier 4", "life insurance" for "pet insurance"."""
+    text = "\n".join(f"{e.chunk.header}\n{e.chunk.text}" for e in evidence)
+    found: dict[str, None] = {}
+    for name in absent:
+        words = name.split()
+        if _RANKED.fullmatch(name):
+            kind = re.escape(re.match(r"[a-z]+", name, re.I).group(0))
+            pattern = rf"\b{kind}\s*(?:\d+|[a-z])\b"
+        elif len(words) > 1:  # "<modifier> <kind>": the same kind with another modifier
+            head = re.escape(words[-1].rstrip("s"))
+            pattern = rf"\b(?!{re.escape(words[0])}\b)[A-Za-z][\w-]+\s+{head}s?\b"
+        elif "-" in name:
+            pattern = rf"\b{re.escape(name.split('-')[0])}-[a-z0-9]+\b"
+        else:
+            continue
+        for match in re.finditer(pattern, text, re.I):
+            sibling = " ".join(match.group(0).split())
+            first = sibling.split()[0].lower()
+            if sibling.lower() != name.lower() and first not in STOPWORDS and first not in _GENERIC_MODIFIERS:
+                found.setdefault(sibling, None)
+    return list(found)[:4]
 
 
 def name_phrases(question: str) -> list[str]:
