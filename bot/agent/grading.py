@@ -50,6 +50,9 @@ UNIT_COSINE = 0.45  # a sentence this close to the question ...
 UNIT_COVERAGE = 0.4  # ... naming this share of its terms answers it
 TYPED_UNIT_COSINE = 0.45  # one of the kind of fact asked for (a number, a duration, a date) ...
 TYPED_UNIT_COVERAGE = 0.25  # ... naming this share of its terms
+WHOLE_UNIT_COSINE = 0.30  # a unit naming all of the question's terms, this close, answers it
+TYPED_WHOLE_COSINE = 0.35  # one of the kind asked for, naming this share of them, this close
+TYPED_MOST_COVERAGE = 0.6
 # A question that only one kind of fact answers (how long/often/many, what day) needs a unit of that kind
 # about it: naming this share of its terms, or some of them close to it or in a chunk naming this share:
 TYPED_MIN_COVERAGE = 0.3
@@ -293,6 +296,11 @@ def answering_unit(units: Sequence[UnitMatch]) -> UnitMatch | None:
         if unit.cosine >= UNIT_COSINE and unit.coverage >= UNIT_COVERAGE:
             return unit
         if unit.typed and unit.cosine >= TYPED_UNIT_COSINE and unit.coverage >= TYPED_UNIT_COVERAGE:
+            return unit
+        # a table row or list item naming every term the question asks about, however poorly it embeds
+        if unit.cosine >= WHOLE_UNIT_COSINE and unit.coverage >= 1.0:
+            return unit
+        if unit.typed and unit.cosine >= TYPED_WHOLE_COSINE and unit.coverage >= TYPED_MOST_COVERAGE:
             return unit
     return None
 
