@@ -230,7 +230,7 @@ def grade_offline(
         return Verdict(False, f"the knowledge base never mentions {', '.join(unknown)}", missing=", ".join(unknown))
     absent = near_misses(query, evidence[:UNIT_CHUNKS], asked)
     if not absent and not has_cjk(query):
-        absent = unknown_kinds(query, term_known, asked)
+        absent = unnamed_kinds(query, evidence[:UNIT_CHUNKS], term_known, asked)
     if absent:
         documented = siblings(absent, evidence[:UNIT_CHUNKS])
         said = f"; it names {', '.join(documented)}" if documented else ""
@@ -424,24 +424,29 @@ _WORD = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 _DETERMINERS = frozenset(["the", "a", "an", "our", "my", "your", "their", "this", "that", "which", "what"])
 
 
-def unknown_kinds(query: str, term_known: Callable[[str], bool], asked: str = "") -> list[str]:
-    """Things of a named kind the searched KBs have never heard of: a word no document uses, right before
-    (or one word before) a kind of thing ("the bigcommerce integration", "the apac data region"), or joined
-    to a word the documents join to others ("production-apac" beside "production-us"). A word the KBs do
-    not use is no name of theirs, whatever the closest passage is about."""
+def unnamed_kinds(
+    query: str, evidence: Sequence[Evidence], term_known: Callable[[str], bool], asked: str = ""
+) -> list[str]:
+    """Things of a named kind the evidence does not name: a word no document uses right before (or one word
+    before) a kind of thing ("the bigcommerce integration", "the apac data region"), or a word joined to one
+    the evidence joins to others ("production-apac" beside "production-us") that it never joins to it.
+    (A word the documents do use, next to a kind, is too often a verb or a quantifier to hold it to that.)"""
     if not (asks_about_names(query) or (asked and asks_about_names(asked))):
         return []
+    texts = [f"{e.chunk.document}\n{e.chunk.header}\n{e.chunk.text}" for e in evidence]
 
-    def unknown(word: str) -> bool:
-        terms = [t for t in keyword_terms(word) if len(t) > 1]
+    def modifier(word: str) -> bool:
         return (
-            bool(terms)
+            bool([t for t in keyword_terms(word) if len(t) > 1])
             and word not in STOPWORDS
             and word not in _GENERIC_MODIFIERS
             and word not in _CALENDAR
             and not any(c.isdigit() for c in word)
-            and not any(term_known(t) for t in terms)
+            and not word.endswith("ly")  # "a really long on-call": an adverb
         )
+
+    def unknown(word: str) -> bool:
+        return not any(term_known(t) for t in keyword_terms(word) if len(t) > 1)
 
     words = _WORD.findall(query.lower())
     found: list[str] = []
@@ -449,11 +454,17 @@ def unknown_kinds(query: str, term_known: Callable[[str], bool], asked: str = ""
         # one word between only after a determiner: "the apac data region", not "if I don't pick benefits plans"
         reach = 3 if i and words[i - 1] in _DETERMINERS else 2
         heads = [h for h in words[i + 1 : i + reach] if h.rstrip("s") in _KIND_HEADS or h in _KIND_HEADS]
-        if heads and unknown(word) and not word.endswith("ly"):  # "a really long on-call": an adverb
-            found.append(f"{word} {heads[0]}")
-        elif "-" in word:
-            parts = word.split("-")
-            if len(parts) == 2 and unknown(parts[1]) and all(term_known(t) for t in keyword_terms(parts[0])):
+        if heads and modifier(word):
+            head = heads[0]
+            if unknown(word):
+                found.append(f"{word} {head}")
+        elif "-" in word and len(parts := word.split("-")) == 2 and modifier(parts[1]):
+            joined = [
+                keyword_terms(m.group(1))
+                for text in texts
+                for m in re.finditer(rf"\b{re.escape(parts[0])}-([a-z0-9]+)\b", text, re.I)
+            ]
+            if unknown(parts[1]) or (joined and keyword_terms(parts[1]) not in joined):
                 found.append(word)
     return list(dict.fromkeys(found))
 
