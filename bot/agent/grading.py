@@ -428,8 +428,8 @@ def unnamed_kinds(
     query: str, evidence: Sequence[Evidence], term_known: Callable[[str], bool], asked: str = ""
 ) -> list[str]:
     """Things of a named kind the evidence does not name: a word no document uses right before (or one word
-    before) a kind of thing ("the bigcommerce integration", "the apac data region"), or a word joined to one
-    the evidence joins to others ("production-apac" beside "production-us") that it never joins to it.
+    before) a kind of thing ("the bigcommerce integration", "the apac data region"), or a word no document
+    uses joined to one the evidence joins to others ("production-apac" beside "production-us").
     (A word the documents do use, next to a kind, is too often a verb or a quantifier to hold it to that.)"""
     if not (asks_about_names(query) or (asked and asks_about_names(asked))):
         return []
@@ -448,6 +448,16 @@ def unnamed_kinds(
     def unknown(word: str) -> bool:
         return not any(term_known(t) for t in keyword_terms(word) if len(t) > 1)
 
+    def joined_unknown(word: str) -> bool:
+        # (a second part the documents use is no name of theirs: "non-circular" beside "non-linear")
+        parts = word.split("-")
+        return (
+            len(parts) == 2
+            and modifier(parts[1])
+            and unknown(parts[1])
+            and any(re.search(rf"\b{re.escape(parts[0])}-[a-z0-9]+\b", text, re.I) for text in texts)
+        )
+
     words = _WORD.findall(query.lower())
     found: list[str] = []
     for i, word in enumerate(words):
@@ -458,14 +468,8 @@ def unnamed_kinds(
             head = heads[0]
             if unknown(word):
                 found.append(f"{word} {head}")
-        elif "-" in word and len(parts := word.split("-")) == 2 and modifier(parts[1]):
-            joined = [
-                keyword_terms(m.group(1))
-                for text in texts
-                for m in re.finditer(rf"\b{re.escape(parts[0])}-([a-z0-9]+)\b", text, re.I)
-            ]
-            if unknown(parts[1]) or (joined and keyword_terms(parts[1]) not in joined):
-                found.append(word)
+        elif "-" in word and joined_unknown(word):
+            found.append(word)
     return list(dict.fromkeys(found))
 
 
