@@ -257,7 +257,13 @@ def grade_offline(
         return Verdict(True, f"exact match of {', '.join(names)} (cosine {best.cosine:.2f})", relevant)
     unit = answering_unit(units)
     if unit is not None:
-        return Verdict(True, f"a sentence answers it (cosine {unit.cosine:.2f}, {unit.coverage:.0%} of query terms)")
+        # The answer is that unit's document: a closer chunk of another one did not answer (or this rule
+        # would not have been needed), so it must not lead the answer.
+        source = evidence[unit.rank].chunk
+        relevant = tuple(e.chunk_id for e in evidence if (e.chunk.kb, e.chunk.document) == (source.kb, source.document))
+        return Verdict(
+            True, f"a sentence answers it (cosine {unit.cosine:.2f}, {unit.coverage:.0%} of query terms)", relevant
+        )
     return Verdict(
         False,
         f"weak evidence (best cosine {best.cosine:.2f}, {coverage:.0%} of query terms covered)",
