@@ -9,6 +9,8 @@ On a small KB of its own (a benefits-and-platform handbook) and on the sample KB
   no sentence of the evidence about it is of that kind ("available on request" is no price).
 - A condensed follow-up is held to the names its own message asks about ("what about tier 6?").
 - "FY27" is the documents' "FY2027"; an amount the asker brings ("a $900 course") is no name.
+- A table row naming every term of the question answers it though it embeds poorly, and the answer then comes
+  from that row's document, not from a closer chunk of another one.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import pytest
 from bot.agent import grading
 from bot.agent.engine import AnswerEngine
 from bot.agent.models import Turn
+from tools.search import Evidence
+from tools.store import StoredChunk
 
 HANDBOOK = """# Platform and benefits handbook
 
@@ -167,3 +171,26 @@ def test_a_short_fiscal_year_is_the_documents_long_one(offline_engine):
 def test_an_amount_the_asker_brings_is_no_name():
     assert grading.specific_terms("do I need approval before booking a $900 course?") == []
     assert grading.specific_terms("what did the 2025 plan say?") == ["2025"]
+
+
+# --- a unit naming every term of the question: answered, from that unit's document ----------------
+
+
+def _evidence(document: str, text: str, cosine: float, coverage: float) -> Evidence:
+    chunk = StoredChunk(f"kb/{document}@v1#0", "kb", document, 1, 0, document, "", text)
+    return Evidence(chunk, score=cosine, cosine=cosine, bm25=0.0, coverage=coverage)
+
+
+def test_a_row_naming_every_term_answers_and_its_document_leads():
+    query = "what do test keys start with?"
+    closer = _evidence("onboarding.md", "Your first week starts with a laptop and a welcome session.", 0.29, 0.3)
+    row = "Live keys start with lf_live_ and test keys start with lf_test_."
+    reference = _evidence("api-reference.md", f"API keys\n{row}", 0.27, 1.0)
+    units = [grading.UnitMatch(1, row, 0.40, 1.0, typed=False)]
+
+    verdict = grading.grade_offline(query, [closer, reference], lambda term: True, units)
+
+    assert verdict.sufficient, verdict.reason
+    assert verdict.relevant_ids == (reference.chunk_id,)  # the closer chunk of another document does not lead
+    far = [grading.UnitMatch(1, row, 0.20, 1.0, typed=False)]
+    assert not grading.grade_offline(query, [closer, reference], lambda term: True, far).sufficient
