@@ -17,11 +17,14 @@ _DATE_OR_TIME = re.compile(
     r"|\d+\s*(点|日|月|号)",
     re.I,
 )
+# "When …?" is often a condition ("when does legal review a contract?" — above $100,000); these are not:
+_WHAT_DAY = re.compile(r"\b(what time|which day|what day|what date|which date)\b|几点|哪天", re.I)
 _HOW_LONG = re.compile(r"\bhow (long|soon|quickly|fast)\b|多久|多长时间|多快", re.I)
 _DURATION = re.compile(
     r"\d+(\.\d+)?\s*(seconds?|secs?|minutes?|mins?|hours?|hrs?|days?|business days?|working days?|weeks?|"
-    r"months?|years?)\b|\b(one|two|three|four|five|six|seven|eight|nine|ten|twelve)\s+(minutes?|hours?|days?|"
-    r"weeks?|months?|years?)\b|\d+\s*个?(工作日|天|小时|分钟|周|星期|个月|月|年)",
+    r"months?|years?|business hours|working hours|characters|digits)\b"
+    r"|\b(one|two|three|four|five|six|seven|eight|nine|ten|twelve)\s+(minutes?|hours?|days?|weeks?|months?|years?)\b"
+    r"|\d+\s*个?(工作日|天|小时|分钟|周|星期|个月|月|年)",
     re.I,
 )
 _HOW_OFTEN = re.compile(r"\bhow often\b|\bhow frequently\b|多久一次|多频繁|每隔多久", re.I)
@@ -43,11 +46,26 @@ CUES: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = (
     (_WHEN, _DATE_OR_TIME),
     (_HOW_MUCH, _NUMBER),
 )
+# The questions that only a fact of their kind answers, and what that fact is called: "how much extra is
+# heavy-goods routing?" is not answered by "available on request". (Not "how much" alone: "how much
+# leave …" is answered by "16 weeks", a figure in words the number pattern may miss; "how many/much"
+# stays, as the patterns read figures in words too.)
+REQUIRED: tuple[tuple[re.Pattern[str], re.Pattern[str], str], ...] = (
+    (_HOW_OFTEN, _FREQUENCY, "frequency"),
+    (_HOW_LONG, _DURATION, "duration"),
+    (_WHAT_DAY, _DATE_OR_TIME, "day, date or time"),
+    (re.compile(r"\bhow (many|much)\b|多少", re.I), _NUMBER, "figure"),
+)
 
 
 def expected_answers(question: str) -> list[re.Pattern[str]]:
     """The patterns a sentence answering `question` matches ([] when the question asks for no type)."""
     return [answer for asks, answer in CUES if asks.search(question)]
+
+
+def required_kind(question: str) -> tuple[str, re.Pattern[str] | None]:
+    """The kind of fact only which answers the question, and its pattern (("", None) when any fact may)."""
+    return next(((kind, answer) for asks, answer, kind in REQUIRED if asks.search(question)), ("", None))
 
 
 def supplies(sentence: str, expected: list[re.Pattern[str]]) -> bool:

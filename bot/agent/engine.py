@@ -164,13 +164,14 @@ class AnswerEngine:
         return lambda term: any(index.knows(term) for index in indexes)
 
     def grade(
-        self, query: str, evidence: list[Evidence], kbs: Sequence[str], llm: LlmAccess
+        self, query: str, evidence: list[Evidence], kbs: Sequence[str], llm: LlmAccess, asked: str = ""
     ) -> Outcome[grading.Verdict]:
         """Is the evidence enough to answer the standalone `query`? Always judged against it (cosine and
-        coverage): a reformulation may find new evidence, never lower the bar."""
+        coverage): a reformulation may find new evidence, never lower the bar. `asked`: the person's own
+        message, when `query` condenses a follow-up."""
         known = self.term_known(kbs)
         grading.measure_coverage(query, evidence, known)
-        verdict = grading.grade_offline(query, evidence, known, self.answer_units(query, evidence))
+        verdict = grading.grade_offline(query, evidence, known, self.answer_units(query, evidence), asked)
         return llm_step(
             fallback.GRADE,
             llm,

@@ -50,6 +50,13 @@ UNIT_COSINE = 0.45  # a sentence this close to the question ...
 UNIT_COVERAGE = 0.4  # ... naming this share of its terms answers it
 TYPED_UNIT_COSINE = 0.45  # one of the kind of fact asked for (a number, a duration, a date) ...
 TYPED_UNIT_COVERAGE = 0.25  # ... naming this share of its terms
+WHOLE_UNIT_COSINE = 0.30  # a unit naming all of the question's terms, this close, answers it
+TYPED_WHOLE_COSINE = 0.35  # one of the kind asked for, naming this share of them, this close
+TYPED_MOST_COVERAGE = 0.6
+# A question that only one kind of fact answers (how long/often/many, what day) needs a unit of that kind
+# about it: naming this share of its terms, or some of them close to it or in a chunk naming this share:
+TYPED_MIN_COVERAGE = 0.3
+TYPED_CHUNK_COVERAGE = 0.5
 MAX_QUESTION_TERMS = 20  # longer queries are descriptions, not questions about a named thing
 # Chinese questions, judged on words (MiniLM's cosine does not separate Chinese texts), once a noun the KB
 # never mentions has been refused:
@@ -102,12 +109,25 @@ _GENERIC_MODIFIERS = frozenset(
     ["new", "old", "current", "main", "home", "head", "local", "each", "every", "which", "whose", "that", "this"]
     + ["free", "paid", "basic", "cheapest", "cheap", "higher", "lower", "top", "bottom", "next", "previous", "same"]
     + ["pricing", "price", "payment", "support", "service", "severity", "priority", "access", "user", "team"]
+    # a position among the KB's own things ("the mid tier" of three), not a further thing
+    + ["mid", "middle", "lowest", "highest", "entry", "first", "second", "third", "last", "biggest", "smallest"]
 )
 
 
+# An amount the asker brings ("a $700 course", "20% more") is theirs, not a name the documents must repeat:
+# the rule that answers it states a threshold.
+_AMOUNT_MARK = re.compile(r"[$€£¥]\s*$")
+
+
 def specific_terms(question: str) -> list[str]:
-    """Names and numbers in the question that an answer must be about (not sentence-initial words)."""
-    return [m.group(1) for m in _SPECIFIC.finditer(question.strip()) if m.group(1).lower() not in _CALENDAR]
+    """Names and numbers in the question that an answer must be about (not sentence-initial words, not
+    amounts of money)."""
+    text = question.strip()
+    return [
+        m.group(1)
+        for m in _SPECIFIC.finditer(text)
+        if m.group(1).lower() not in _CALENDAR and not _AMOUNT_MARK.search(text[: m.start(1)])
+    ]
 
 
 def measure_coverage(query: str, evidence: Sequence[Evidence], term_known: Callable[[str], bool]) -> None:
@@ -119,9 +139,21 @@ def measure_coverage(query: str, evidence: Sequence[Evidence], term_known: Calla
             e.coverage = terms.covered(f"{e.chunk.header}\n{e.chunk.text}")
         return
     # CJK bigrams that straddle two words never occur in any text; count only those the KB knows.
-    query_terms = {t for t in content_terms(query) if not has_cjk(t) or term_known(t)}
+    query_terms = {t for t in asked_terms(query) if not has_cjk(t) or term_known(t)}
     for e in evidence:
         e.coverage = len(query_terms & content_terms(f"{e.chunk.header}\n{e.chunk.text}")) / max(len(query_terms), 1)
+
+
+# "How many/long/often …" asks for a kind of fact (cues.py); the word after "how" is not a term the
+# answer repeats ("25 days" answers "how many days"). "What's" leaves a stopword behind its apostrophe.
+_HOW_WORD = re.compile(r"\bhow\s+(many|much|long|often|soon|quickly|fast|far|frequently|big|old)\b", re.I)
+_QUESTION_TERMS = frozenset(keyword_terms(" ".join(STOPWORDS), keep_stopwords=True))
+
+
+def asked_terms(query: str) -> set[str]:
+    """The query's content terms that an answer would contain: not its question words."""
+    how = {t for m in _HOW_WORD.finditer(query) for t in keyword_terms(m.group(1), keep_stopwords=True)}
+    return {t for t in content_terms(query) if t not in _QUESTION_TERMS and t not in how}
 
 
 @dataclass(frozen=True)
@@ -134,8 +166,8 @@ class QueryTerms:
     @classmethod
     def of(cls, query: str) -> QueryTerms:
         if not has_cjk(query):
-            return cls(frozenset(content_terms(query)), ())
-        latin = frozenset(t for t in content_terms(query) if not has_cjk(t))
+            return cls(frozenset(asked_terms(query)), ())
+        latin = frozenset(t for t in asked_terms(query) if not has_cjk(t))
         return cls(latin, tuple(cjk_content_words(query)))
 
     def covered(self, text: str, extra: frozenset[str] | set[str] = frozenset()) -> float:
@@ -186,19 +218,28 @@ def grade_offline(
     evidence: Sequence[Evidence],
     term_known: Callable[[str], bool],
     units: Sequence[UnitMatch] = (),
+    asked: str = "",
 ) -> Verdict:
     """`term_known(term)` tells whether an index term occurs anywhere in the searched KBs; `units` are the
-    best chunks' answer units (`unit_matches`), when their vectors are known."""
+    best chunks' answer units (`unit_matches`), when their vectors are known; `asked`, the person's own
+    message when `query` is its condensed form ("what about tier 4?" → "tier 4 (nightly hotel cap)")."""
     if not evidence:
         return Verdict(False, "nothing relevant was found", missing=query)
     unknown = [t for t in specific_terms(query) if not all(term_known(k) for k in keyword_terms(t))]
     if unknown:
         return Verdict(False, f"the knowledge base never mentions {', '.join(unknown)}", missing=", ".join(unknown))
-    absent = near_misses(query, evidence[:UNIT_CHUNKS])
+    absent = near_misses(query, evidence[:UNIT_CHUNKS], asked)
+    if not absent and not has_cjk(query):
+        absent = unnamed_kinds(query, evidence[:UNIT_CHUNKS], term_known, asked)
     if absent:
-        return Verdict(False, f"the evidence found never mentions {', '.join(absent)}", missing=", ".join(absent))
+        documented = siblings(absent, evidence[:UNIT_CHUNKS])
+        said = f"; it names {', '.join(documented)}" if documented else ""
+        return Verdict(False, f"the evidence found never mentions {', '.join(absent)}{said}", missing=", ".join(absent))
     if has_cjk(query):
         return grade_cjk(query, evidence, units, term_known)
+    untyped = missing_answer_type(query, units, evidence)
+    if untyped:
+        return Verdict(False, f"the evidence found gives no {untyped} for it", missing=query)
     best = max(evidence, key=lambda e: e.cosine)
     coverage = max(e.coverage for e in evidence[:5])
     # Offline, relevance is left to the answer step's own scoring of every sentence.
@@ -216,13 +257,41 @@ def grade_offline(
         return Verdict(True, f"exact match of {', '.join(names)} (cosine {best.cosine:.2f})", relevant)
     unit = answering_unit(units)
     if unit is not None:
-        return Verdict(True, f"a sentence answers it (cosine {unit.cosine:.2f}, {unit.coverage:.0%} of query terms)")
+        # The answer is that unit's document: a closer chunk of another one did not answer (or this rule
+        # would not have been needed), so it must not lead the answer.
+        source = evidence[unit.rank].chunk
+        relevant = tuple(e.chunk_id for e in evidence if (e.chunk.kb, e.chunk.document) == (source.kb, source.document))
+        return Verdict(
+            True, f"a sentence answers it (cosine {unit.cosine:.2f}, {unit.coverage:.0%} of query terms)", relevant
+        )
     return Verdict(
         False,
         f"weak evidence (best cosine {best.cosine:.2f}, {coverage:.0%} of query terms covered)",
         relevant,
         missing=query,
     )
+
+
+def missing_answer_type(query: str, units: Sequence[UnitMatch], evidence: Sequence[Evidence]) -> str:
+    """What kind of fact the question asks for ("a number", "a duration") when no unit of the best evidence
+    that is about the question supplies one: "how much extra is heavy-goods routing?" is not answered by
+    "available on request". Empty when it asks for no kind, or when the units are unknown."""
+    kind, pattern = cues.required_kind(query)
+    if pattern is None or not units:
+        return ""
+    if any(about(u, evidence) and pattern.search(u.text) for u in units):
+        return ""
+    return kind
+
+
+def about(unit: UnitMatch, evidence: Sequence[Evidence]) -> bool:
+    """Whether a unit is about the question: it names enough of its terms, or some of them and it is close
+    to the question or in a chunk that names most of them (a list item's lead-in, "At each stop the driver
+    can capture:", holds what it is about)."""
+    chunk = evidence[unit.rank].coverage if unit.rank < len(evidence) else 0.0
+    if unit.coverage >= TYPED_MIN_COVERAGE:
+        return True
+    return unit.coverage > 0 and (chunk >= TYPED_CHUNK_COVERAGE or unit.cosine >= TYPED_UNIT_COSINE)
 
 
 def answering_unit(units: Sequence[UnitMatch]) -> UnitMatch | None:
@@ -233,6 +302,11 @@ def answering_unit(units: Sequence[UnitMatch]) -> UnitMatch | None:
         if unit.cosine >= UNIT_COSINE and unit.coverage >= UNIT_COVERAGE:
             return unit
         if unit.typed and unit.cosine >= TYPED_UNIT_COSINE and unit.coverage >= TYPED_UNIT_COVERAGE:
+            return unit
+        # a table row or list item naming every term the question asks about, however poorly it embeds
+        if unit.cosine >= WHOLE_UNIT_COSINE and unit.coverage >= 1.0:
+            return unit
+        if unit.typed and unit.cosine >= TYPED_WHOLE_COSINE and unit.coverage >= TYPED_MOST_COVERAGE:
             return unit
     return None
 
@@ -294,19 +368,20 @@ def asks_about_names(query: str) -> bool:
     return bool(_QUESTION.search(query)) and len(content_terms(query)) <= MAX_QUESTION_TERMS
 
 
-def near_misses(query: str, evidence: Sequence[Evidence]) -> list[str]:
+def near_misses(query: str, evidence: Sequence[Evidence], asked: str = "") -> list[str]:
     """Names in the question that the best evidence never mentions: the parental leave of an office the
-    documents never name is not the parental leave of the one they do, however alike the passages read."""
+    documents never name is not the parental leave of the one they do, however alike the passages read.
+    A condensed follow-up is a question when the person's own message (`asked`) was one."""
     texts = [f"{e.chunk.document}\n{e.chunk.header}\n{e.chunk.text}" for e in evidence]
     if has_cjk(query):
         return [name for name in cjk_names(query) if not any(name in text for text in texts)]
     absent: list[str] = []
-    if asks_about_names(query):
+    if asks_about_names(query) or (asked and asked != query and asks_about_names(asked)):
         terms = [content_terms(text) for text in texts]
         # (as written, give or take punctuation: "401k" is "401(k)"; "50k" is an amount, not a name)
         named = [n for n in identifiers(query) if not _AMOUNT.match(n)]
         named += [m.group(0) for m in _RANKED.finditer(query)] + _COMPOUND.findall(query)
-        absent = [n for n in named if not any(mentions(text, n) for text in texts)]
+        absent = [n for n in named if not any(mentions(text, s) for text in texts for s in spellings(n))]
         for name in specific_terms(query):
             named = [k for k in keyword_terms(name) if len(k) > 1]
             if named and not any(all(k in t for k in named) for t in terms) and name not in absent:
@@ -334,6 +409,99 @@ _COMPOUND = re.compile(r"(?<![\w-])[a-z][a-z0-9]*(?:-[a-z0-9]+){2,}(?![\w-])", r
 _AMOUNT = re.compile(r"^\d+(?:[.,]\d+)?(?:k|m|bn|mm)$", re.I)
 _HEADS = "plan|tier|office|edition|package|subscription|branch|campus|team|policy|level"
 _NAMED_BY_HEAD = re.compile(rf"(?<!^)\b((?:[A-Z][\w-]*\s+)+)(?:{_HEADS})s?\b")
+
+
+_SHORT_YEAR = re.compile(r"^(FY|CY|H[12]FY|Q[1-4]FY)(\d{2})$", re.I)
+
+
+def spellings(name: str) -> list[str]:
+    """The ways a document may write a name: a fiscal year "FY27" is "FY2027" in a board plan."""
+    short = _SHORT_YEAR.match(name)
+    return [name, f"{short.group(1)}20{short.group(2)}"] if short else [name]
+
+
+# Kinds of thing a company names its instances of: "pet insurance" when the documents know of life and
+# health insurance but never say "pet", "tertiary on-call" beside primary and secondary.
+_KIND_HEADS = frozenset(
+    ["plan", "tier", "office", "edition", "package", "subscription", "branch", "campus", "team", "policy", "level"]
+    + ["insurance", "integration", "region", "environment", "cluster", "rotation", "on-call", "hub", "card", "sdk"]
+)
+_WORD = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+_DETERMINERS = frozenset(["the", "a", "an", "our", "my", "your", "their", "this", "that", "which", "what"])
+
+
+def unnamed_kinds(
+    query: str, evidence: Sequence[Evidence], term_known: Callable[[str], bool], asked: str = ""
+) -> list[str]:
+    """Things of a named kind the evidence does not name: a word no document uses right before (or one word
+    before) a kind of thing ("the bigcommerce integration", "the apac data region"), or a word no document
+    uses joined to one the evidence joins to others ("production-apac" beside "production-us").
+    (A word the documents do use, next to a kind, is too often a verb or a quantifier to hold it to that.)"""
+    if not (asks_about_names(query) or (asked and asks_about_names(asked))):
+        return []
+    texts = [f"{e.chunk.document}\n{e.chunk.header}\n{e.chunk.text}" for e in evidence]
+
+    def modifier(word: str) -> bool:
+        return (
+            bool([t for t in keyword_terms(word) if len(t) > 1])
+            and word not in STOPWORDS
+            and word not in _GENERIC_MODIFIERS
+            and word not in _CALENDAR
+            and not any(c.isdigit() for c in word)
+            and not word.endswith("ly")  # "a really long on-call": an adverb
+        )
+
+    def unknown(word: str) -> bool:
+        return not any(term_known(t) for t in keyword_terms(word) if len(t) > 1)
+
+    def joined_unknown(word: str) -> bool:
+        # (a second part the documents use is no name of theirs: "non-circular" beside "non-linear")
+        parts = word.split("-")
+        return (
+            len(parts) == 2
+            and modifier(parts[1])
+            and unknown(parts[1])
+            and any(re.search(rf"\b{re.escape(parts[0])}-[a-z0-9]+\b", text, re.I) for text in texts)
+        )
+
+    words = _WORD.findall(query.lower())
+    found: list[str] = []
+    for i, word in enumerate(words):
+        # one word between only after a determiner: "the apac data region", not "if I don't pick benefits plans"
+        reach = 3 if i and words[i - 1] in _DETERMINERS else 2
+        heads = [h for h in words[i + 1 : i + reach] if h.rstrip("s") in _KIND_HEADS or h in _KIND_HEADS]
+        if heads and modifier(word):
+            head = heads[0]
+            if unknown(word):
+                found.append(f"{word} {head}")
+        elif "-" in word and joined_unknown(word):
+            found.append(word)
+    return list(dict.fromkeys(found))
+
+
+def siblings(absent: Sequence[str], evidence: Sequence[Evidence]) -> list[str]:
+    """What the evidence names of the same kind as the missing names, to say what is documented instead:
+    "Tier 1, Tier 2, Tier 3" for a missing "tier 4", "life insurance" for "pet insurance"."""
+    text = "\n".join(f"{e.chunk.header}\n{e.chunk.text}" for e in evidence)
+    found: dict[str, None] = {}
+    for name in absent:
+        words = name.split()
+        if _RANKED.fullmatch(name):
+            kind = re.escape(re.match(r"[a-z]+", name, re.I).group(0))
+            pattern = rf"\b{kind}\s*(?:\d+|[a-z])\b"
+        elif len(words) > 1:  # "<modifier> <kind>": the same kind with another modifier
+            head = re.escape(words[-1].rstrip("s"))
+            pattern = rf"\b(?!{re.escape(words[0])}\b)[A-Za-z][\w-]+\s+{head}s?\b"
+        elif "-" in name:
+            pattern = rf"\b{re.escape(name.split('-')[0])}-[a-z0-9]+\b"
+        else:
+            continue
+        for match in re.finditer(pattern, text, re.I):
+            sibling = " ".join(match.group(0).split())
+            first = sibling.split()[0].lower()
+            if sibling.lower() != name.lower() and first not in STOPWORDS and first not in _GENERIC_MODIFIERS:
+                found.setdefault(sibling, None)
+    return list(found)[:4]
 
 
 def name_phrases(question: str) -> list[str]:

@@ -250,7 +250,9 @@ class AnswerWorkflow(Workflow):
         question, trace = ev.question, await ctx.store.get_state()
         searched = list(trace.searched)
         searched += [kb for kb in dict.fromkeys(ev.kbs) if kb not in searched]
-        graded = self.engine.grade(question.standalone, ev.evidence, ev.kbs, self.llm_for(question, trace))
+        graded = self.engine.grade(
+            question.standalone, ev.evidence, ev.kbs, self.llm_for(question, trace), asked=question.text
+        )
         verdict = graded.value
         checked = RoundTrace(
             query=ev.query,

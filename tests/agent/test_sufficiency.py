@@ -75,7 +75,8 @@ def test_a_follow_up_answered_by_one_sentence_of_a_long_chunk(bike_engine):
 def test_unit_rule_needs_both_closeness_and_the_questions_terms():
     close = grading.UnitMatch(0, "Check pressure before every ride.", 0.5, 0.5, typed=False)
     vague = grading.UnitMatch(0, "Wipe off the excess.", 0.5, 0.1, typed=False)
-    far = grading.UnitMatch(0, "Check pressure before every ride.", 0.3, 1.0, typed=False)
+    # naming every term lowers the bar (a table row embeds poorly), but not to any cosine
+    far = grading.UnitMatch(0, "Check pressure before every ride.", grading.WHOLE_UNIT_COSINE - 0.05, 1.0, typed=False)
     typed = grading.UnitMatch(0, "Access tokens are valid for 3600 seconds.", 0.5, 0.25, typed=True)
     assert grading.answering_unit([close]) is close
     assert grading.answering_unit([vague, far]) is None
