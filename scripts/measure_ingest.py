@@ -42,6 +42,14 @@ class PhaseTimer:
             self.embed_s += time.perf_counter() - started
             self.embedded += len(texts)
 
+    def embed_documents_with_units(self, texts, unit_spans, show_progress=False):
+        started = time.perf_counter()
+        try:
+            return self.inner.embed_documents_with_units(texts, unit_spans, show_progress)
+        finally:
+            self.embed_s += time.perf_counter() - started
+            self.embedded += len(texts)
+
     def embed_query(self, text):
         return self.inner.embed_query(text)
 
