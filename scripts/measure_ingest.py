@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # this checkout's kbbot, not whichever one the venv was installed from
 DEFAULT_CORPUS = REPO.parent / "shared" / "datasets" / "scifact" / "corpus.jsonl"
 
 
@@ -38,6 +39,14 @@ class PhaseTimer:
         started = time.perf_counter()
         try:
             return self.inner.embed_documents(texts, show_progress)
+        finally:
+            self.embed_s += time.perf_counter() - started
+            self.embedded += len(texts)
+
+    def embed_documents_with_units(self, texts, unit_spans, show_progress=False):
+        started = time.perf_counter()
+        try:
+            return self.inner.embed_documents_with_units(texts, unit_spans, show_progress)
         finally:
             self.embed_s += time.perf_counter() - started
             self.embedded += len(texts)

@@ -47,7 +47,9 @@ def test_eval_retrieval_json(tmp_path, monkeypatch, capsys):
         assert row["recall@100"] == 1.0, name  # 5 documents: everything is in the top 100
     assert out["systems"]["kbbot"]["ndcg@10"] >= 0.9
     assert out["ingest"]["sample_docs"] == 2 and out["ingest"]["kbbot_ingest_s"] > 0
-    assert "ratio_vs_bare_docs" in out["ingest"]
+    ingest = out["ingest"]
+    assert ingest["ratio_vs_bare_docs"] > 0 and ingest["ratio_vs_bare_chunks"] > 0 and ingest["bare_backend"] == "torch"
+    assert len(ingest["bare_encode_docs_runs_s"]) == 2  # before and after kbbot's ingest (interleaved)
     assert not out["kb_build"]["reused"]
 
     # A rerun reuses the KB and the cached embeddings, and says so.

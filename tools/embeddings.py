@@ -79,6 +79,13 @@ class LocalMiniLM:
         self._model = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)
         self._model.max_seq_length = MINILM_MAX_TOKENS
         self._tokenizer = self._model.tokenizer
+        # Chunking counts tokens on ingest's preparing thread while encode() tokenises on another: a
+        # tokenizer of its own (never reconfigured) so neither sees the other's truncation settings.
+        from tokenizers import Tokenizer
+
+        self._counting_tokenizer = Tokenizer.from_str(self._tokenizer.backend_tokenizer.to_str())
+        self._counting_tokenizer.no_truncation()
+        self._counting_tokenizer.no_padding()
 
     def embed_documents(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
         if not texts:
@@ -169,7 +176,7 @@ class LocalMiniLM:
         return vectors.astype(np.float32)
 
     def tokenize(self, text: str) -> list:
-        return self._tokenizer.tokenize(text)
+        return self._counting_tokenizer.encode(text, add_special_tokens=False).tokens
 
 
 _QUERY_THREAD_LOCK = threading.Lock()
@@ -227,21 +234,34 @@ class OpenAIEmbedder:
         return self._tokenize(text)
 
 
-def embed_chunks(
-    embedder: Embedder, chunks: Sequence, show_progress: bool = False
-) -> tuple[np.ndarray, list[np.ndarray] | None]:
-    """Chunks' vectors, embedded as everywhere (header line + text), and, when the embedder can pool
-    spans from the same pass, each chunk's answer-unit vectors (rows in `answer_units` order)."""
+def answer_unit_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) in a chunk's text of each of its answer units, the spans embed_chunks pools."""
     from tools.text import answer_units
 
+    return [(u.start, u.end) for u in answer_units(text)]
+
+
+def embed_chunks(
+    embedder: Embedder,
+    chunks: Sequence,
+    show_progress: bool = False,
+    unit_spans: Sequence[Sequence[tuple[int, int]]] | None = None,
+) -> tuple[np.ndarray, list[np.ndarray] | None]:
+    """Chunks' vectors, embedded as everywhere (header line + text), and, when the embedder can pool
+    spans from the same pass, each chunk's answer-unit vectors (rows in `answer_units` order).
+
+    `unit_spans`: each chunk's answer_unit_spans(), when the caller worked them out already (ingest
+    does, on the thread that chunks, while the model embeds the previous group)."""
     texts = [f"{c.header}\n{c.text}" for c in chunks]
     pool = getattr(embedder, "embed_documents_with_units", None)
     if pool is None:
         return embedder.embed_documents(texts, show_progress=show_progress), None
+    if unit_spans is None:
+        unit_spans = [answer_unit_spans(c.text) for c in chunks]
     spans = []
-    for chunk in chunks:
+    for chunk, chunk_spans in zip(chunks, unit_spans, strict=True):
         offset = len(chunk.header) + 1
-        spans.append([(u.start + offset, u.end + offset) for u in answer_units(chunk.text)])
+        spans.append([(start + offset, end + offset) for start, end in chunk_spans])
     return pool(texts, spans, show_progress=show_progress)
 
 

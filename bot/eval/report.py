@@ -59,6 +59,8 @@ def run_all(ws: EvalWorkspace, output: Path | None = None, ingest_sample: int = 
     for name in RETRIEVAL_DATASETS:
         sample = ingest_sample if name == "scifact" else 0
         results["retrieval"][name] = eval_retrieval(ws, resolve(name), "test", ingest_sample=sample, fresh=fresh)
+    # The ingest-speed comparison (SciFact sample, bare torch encodes in the same run) at the top level too.
+    results["ingest"] = results["retrieval"]["scifact"].get("ingest") or {}
     results["routing"] = eval_routing(ws, list(RETRIEVAL_DATASETS), "test", fresh)
     results["abstention"] = eval_abstention(ws, "squad2-sample", fresh=fresh)
     results["multiturn"] = eval_multiturn(ws, "mtrag-un", "canard-dev", fresh=fresh)
@@ -124,7 +126,7 @@ def _targets(results: dict) -> list[str]:
             row("ingest time / bare encode of the same documents", "≤ 1.0×", v, v <= 1.0, "{:.2f}×")
         if "ratio_vs_bare_chunks" in ing:
             v = ing["ratio_vs_bare_chunks"]
-            row("ingest time / bare encode of kbbot's chunk texts", "(reference)", v, None, "{:.2f}×")
+            row("ingest time / bare encode of kbbot's chunk texts", "≤ 1.0×", v, v <= 1.0, "{:.2f}×")
         v = sci["systems"]["kbbot"]["p95_ms"]
         row("warm query p95, 5k-doc SciFact KB", "≤ 150 ms", v, v <= 150, "{:.0f} ms")
     return rows
