@@ -276,8 +276,12 @@ class AnswerEngine:
             unit_vectors=saved,
             asked=question.text,
             routed=routed,
-            # "and if I don't?" asks what happens next: the sentence the thread was just told is not it.
-            avoid=answering.already_said(question.history) if condense.asks_what_next(question.text) else (),
+            # "and if I don't?", "and for contractors?" ask for something else: the sentence the thread was
+            # just told is not it.
+            avoid=answering.already_said(question.history)
+            if condense.asks_for_something_else(question.text, question.history)
+            else (),
+            next_step=condense.what_next_kind(question.text),
         )
 
     def embed_sentences(self, texts: list[str]) -> np.ndarray:
