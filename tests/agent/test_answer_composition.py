@@ -11,6 +11,7 @@ from bot.agent import answering
 from bot.agent.models import Turn
 from tools.search import Evidence
 from tools.store import StoredChunk
+from tools.text import content_terms
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "hard-wrapped"
 
@@ -138,12 +139,16 @@ def test_a_told_sentence_that_has_the_follow_ups_own_word_may_lead_again() -> No
     contractors = chunk("finance", "contractors.md", "Contractors are counted separately: 12 in R&D at year end.")
     evidence = [Evidence(plan, 0.9, 0.6, 3.0), Evidence(contractors, 0.8, 0.55, 2.0)]
     again = answering.extractive_answer(
-        "R&D people at the end of the year", evidence, focus={"end"}, avoid={told}, asked="and by the end?"
+        "R&D people at the end of the year",
+        evidence,
+        focus=content_terms("by the end?"),
+        avoid={told},
+        asked="and by the end?",
     )
     assert again is not None and again.text.startswith(told)
     # Told, and without the follow-up's own word that other evidence has: not what it asks now.
     other = answering.extractive_answer(
-        "R&D people contractors", evidence, focus={"contractors"}, avoid={told}, asked="and contractors?"
+        "R&D people contractors", evidence, focus=content_terms("contractors?"), avoid={told}, asked="and contractors?"
     )
     assert other is not None and other.text.startswith("Contractors are counted separately")
 
