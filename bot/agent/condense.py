@@ -175,7 +175,7 @@ def compares(question: str) -> bool:
 def is_follow_up(question: str) -> bool:
     if _CONNECTIVE.match(question) or _CJK_CONNECTIVE.match(question) or compares(question):
         return True
-    if not has_cjk(question) and asks_what_next(question):  # "what's next?"
+    if not has_cjk(question) and asks_what_next(question) and len(content_words(question)) <= 2:  # "what's next?"
         return True
     tokens = raw_tokens(_EXISTENTIAL_THERE.sub(" ", question))
     if has_cjk(question):
@@ -255,24 +255,21 @@ def condense_offline(
     if compares(core):
         # The things compared so far (Q1, Q2) are what the comparison ranges over, not what it is about.
         carried = [w for w in carried if not any(ch.isdigit() for ch in w) and w not in names_answered]
-    if _THE_REST.search(core):
+    if _THE_REST.search(core) and _CONNECTIVE.match(question):
         # "and everywhere else?" after "what's the hotel cap in berlin?": the same question, past the names
         # asked about so far.
         named = [w for w in content_words(previous) if w in _names(previous) or w in names_answered]
         if named:
             rest = re.sub(rf"\s*\b(?:in|at|for|on|of)?\s*\b{re.escape(named[-1])}\b", "", previous, count=1, flags=re.I)
             return f"{rest.strip().rstrip('?？.').strip()} {core.rstrip('?').strip()}?"
-    replacements = (
-        _replacements(
-            new_words,
-            carried,
-            similarity,
-            _names(question) or _bare_entity(core, new_words),
-            _names(previous) or [w for w in content_words(previous) if w in names_answered],
-        )
-        if new_words and carried
-        else {}
-    )
+    new_names, old_names = _names(question), _names(previous)
+    bare = _bare_entity(core, new_words) if _CONNECTIVE.match(question) else []
+    if not old_names and bare:
+        # A thread typed in lower case ("how much is starter per truck?"): the answer says which words are
+        # names, and the follow-up's bare word is the name it now asks about ("and growth?").
+        old_names = [w for w in content_words(previous) if w in names_answered]
+        new_names = new_names or (bare if old_names else [])
+    replacements = _replacements(new_words, carried, similarity, new_names, old_names) if new_words and carried else {}
     # "after five years" measures the previous question's thing, it does not replace "days" by "years".
     measures = _quantified(new_words, core) - _quantified(carried, previous)
     replacements = {old: new for old, new in replacements.items() if new not in measures}
@@ -304,14 +301,24 @@ _DUTY = re.compile(
 )
 # "tier 2", "level 3", "series A": a thing with a number or a letter, which a follow-up may renumber.
 _NUMBERED = re.compile(r"\b([A-Za-z]{2,})\s+(\d+|[A-Z])\b")
-_THE_REST = re.compile(r"\b(?:else|elsewhere|the rest|all other|other (?:ones|cities|places|offices))\b", re.I)
+_THE_REST = re.compile(
+    r"\b(?:(?:everywhere|anywhere|everyone|anyone|everybody) else|elsewhere|the rest|all other|"
+    r"other (?:ones|cities|places|offices|countries))\b",
+    re.I,
+)
 
 
 def _previous_standalone(history: Sequence[Turn], similarity: Callable | None) -> str:
-    """The latest user turn, condensed against the turns before it (a thread of ellipses, each one
-    completed by the one before)."""
+    """The latest user turn; condensed against the turns before it when it was an ellipsis itself ("and in
+    berlin?", "and Q2?"): a thread of ellipses, each completed by the one before. A turn with a pronoun
+    stays as asked: its own words place the thread better than a rewrite of a rewrite."""
     last = max(i for i, t in enumerate(history) if t.role == "user" and t.text.strip())
-    return condense_offline(history[last].text, history[:last], similarity)
+    text = history[last].text
+    tokens = raw_tokens(_EXISTENTIAL_THERE.sub(" ", text))
+    ellipsis = bool(_CONNECTIVE.match(text)) or compares(text)
+    if not ellipsis or has_cjk(text) or any(t in _PRONOUNS for t in tokens):
+        return text
+    return condense_offline(text, history[:last], similarity)
 
 
 def _renumbered(core: str, previous: str) -> str | None:
@@ -341,7 +348,7 @@ def _names_in_answer(history: Sequence[Turn]) -> set[str]:
 def _bare_entity(core: str, new_words: list[str]) -> list[str]:
     """The one word a bare ellipsis names ("and growth?", "what about the premium plan?"): the thing the
     follow-up now asks about in place of the previous question's name."""
-    if len(new_words) > 2 or _CONDITION.match(core) or _SUBJECT_PRONOUNS.search(core):
+    if len(new_words) > 2 or _CONDITION.match(core) or any(t in _PRONOUNS for t in raw_tokens(core)):
         return []
     return new_words[:1]
 
