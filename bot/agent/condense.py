@@ -211,9 +211,11 @@ def condense_offline(
     user_turns = [t.text for t in history if t.role == "user" and t.text.strip()]
     if not user_turns or not is_follow_up(question):
         return question
-    # "and everywhere else?" after "and in berlin?" after "what's the hotel cap in london?": the previous
-    # question as it stood alone, not its own ellipsis.
-    previous = _previous_standalone(history, similarity)
+    # "and everywhere else?" after "and in berlin?" after "what's the hotel cap in london?": in a thread of
+    # ellipses, the previous question as it stood alone, not its own ellipsis. A question with words of its own
+    # ("what does that mean?") takes the previous turn as it was asked.
+    ellipsis = bool(_CONNECTIVE.match(question)) or compares(question)
+    previous = _previous_standalone(history, similarity) if ellipsis else user_turns[-1]
     names_answered = _names_in_answer(history)
 
     if has_cjk(question) or has_cjk(previous):
@@ -318,7 +320,10 @@ def _previous_standalone(history: Sequence[Turn], similarity: Callable | None) -
     ellipsis = bool(_CONNECTIVE.match(text)) or compares(text)
     if not ellipsis or has_cjk(text) or any(t in _PRONOUNS for t in tokens):
         return text
-    return condense_offline(text, history[:last], similarity)
+    completed = condense_offline(text, history[:last], similarity)
+    # Only a question completed as a question ("what's the hotel cap in berlin?"); terms carried in brackets
+    # ("for contractors (company match 401k)") are a search hint, and would be carried on into every later turn.
+    return text if completed.rstrip("?？ ").endswith(")") else completed
 
 
 def _renumbered(core: str, previous: str) -> str | None:
