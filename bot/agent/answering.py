@@ -90,7 +90,8 @@ _ANSWER_TYPES = [
             re.I,
         ),
         _CONSEQUENCE := re.compile(
-            r"\bif (?:not|still|no|un\w+)\b|\botherwise\b|\bunless\b|\bfail(?:s|ed|ing)?\b|\bescalat", re.I
+            r"\bif (?:not|still|no|un\w+)\b|\botherwise\b|\bunless\b|\bfail(?:s|ed|ing)?\b|\bescalat|\bblocked until\b",
+            re.I,
         ),
     ),
 ]
@@ -147,6 +148,8 @@ NEAR_DUPLICATE = 0.8
 # A follow-up asking what comes next ("and if I don't?") is not answered by what was just said.
 ALREADY_SAID_PENALTY = 0.3
 NOT_WHAT_NEXT_PENALTY = 0.15
+# What comes after the sentence the thread was told is where the document goes on: the next paragraph or item.
+NEXT_STEP_BONUS = 0.2
 # A sentence that has the question's words in the question's order ("5 years") is likelier the answer.
 PHRASE_WEIGHT = 0.15
 # A table row whose cell the question names as written is the row it asks about (near-ties among rows).
@@ -273,6 +276,30 @@ def already_said(history: Sequence[Turn]) -> set[str]:
     return said
 
 
+def _what_follows(
+    evidence: Sequence[Evidence], units: Sequence[tuple[int, int, TextUnit, str]], said: Collection[str], kind: str
+) -> tuple[set[tuple[int, int]], set[tuple[int, int]]]:
+    """(chunk rank, unit position) of what follows each unit already said — for the next step, the first unit
+    of the next paragraph or item (the next step of a procedure); for what happens otherwise, the next sentence
+    or paragraph when it states a consequence ("… due within 7 days. Access is blocked until it is complete.")
+    — and, for the next step, of what precedes it in its chunk (the steps before are not what comes next)."""
+    following: set[tuple[int, int]] = set()
+    preceding: set[tuple[int, int]] = set()
+    for i, (rank, _, unit, reads) in enumerate(units):
+        if not (unit.text in said or reads in said):
+            continue
+        text = evidence[rank].chunk.text
+        after = [u for u in units[i + 1 :] if u[0] == rank]
+        paragraph = next((u for u in after if "\n" in text[unit.end : u[2].start]), None)
+        nearest = after[:1] if kind == "otherwise" else []
+        for r, p, _, later in [*nearest, paragraph] if paragraph else nearest:
+            if kind == "then" or _CONSEQUENCE.search(later):
+                following.add((r, p))
+        if kind == "then":
+            preceding |= {(u[0], u[1]) for u in units[:i] if u[0] == rank}
+    return following, preceding - following
+
+
 def extractive_answer(
     query: str,
     evidence: Sequence[Evidence],
@@ -283,15 +310,17 @@ def extractive_answer(
     asked: str | None = None,
     routed: Sequence[str] = (),
     avoid: Collection[str] = (),
+    next_step: str = "",
 ) -> DraftAnswer | None:
     """The best evidence sentences, cited, the best-supported one from the top-routed KB first. With
     the query's vector, the lexical front-runners are re-scored by their meaning (vectors saved at
     ingest, by chunk id, else `embed`), so a sentence that says it in other words still wins. `avoid`:
-    sentences the thread was already told, for a follow-up that asks what comes next."""
-    scored = score_units(query, evidence, query_vector, embed, focus, unit_vectors, asked, avoid)
+    sentences the thread was already told, for a follow-up that asks for something else; `next_step`: it
+    asks for the next step ("then") or what happens otherwise ("otherwise"); bot.agent.condense decides both."""
+    scored = score_units(query, evidence, query_vector, embed, focus, unit_vectors, asked, avoid, next_step)
     if not scored or scored[0].score <= MIN_SENTENCE_SCORE:
         return None
-    # A follow-up asking what comes next is answered by a step the top passage may not hold.
+    # A follow-up asking for something else is answered by a sentence the top passage may not hold.
     chosen = compose(query, evidence, scored, routed, top_passage_first=not avoid)
     return _cited(evidence, chosen)
 
@@ -305,6 +334,7 @@ def score_units(
     unit_vectors: Mapping[str, np.ndarray] | None = None,
     asked: str | None = None,
     avoid: Collection[str] = (),
+    next_step: str = "",
 ) -> list[_Candidate]:
     """Every answer unit of the evidence, scored for this query, best first."""
     # A Chinese question is matched by its words (rjieba) besides its character bigrams: a unit that has
@@ -350,6 +380,7 @@ def score_units(
     off_topic = {rank for rank, e in enumerate(evidence) if not names_all(e, names)}
     focus = {t for t in {_NUMBER_WORDS.get(t, t) for t in focus} if any(t in terms for terms in sentence_terms)}
     avoid = {" ".join(a.split()) for a in avoid}
+    after_said, before_said = _what_follows(evidence, units, avoid, next_step) if next_step else (set(), set())
     # A follow-up's own words in their order ("after five years") say what it adds to the thread.
     query_phrases = (_phrases(asked) if focus and asked else set()) or _phrases(query)
     asks_first_step = bool(_ASKS_FIRST_STEP.search(asked or query))
@@ -382,11 +413,16 @@ def score_units(
             score -= 0.2  # a table's header row (or a row with no header to read with) answers nothing alone
         if unit.kind == "row" and _names_a_cell(raw, query):
             score += ROW_KEY_BONUS
-        if avoid:
-            if unit.text in avoid or reads in avoid or any(reads.startswith(a) for a in avoid):
-                score -= ALREADY_SAID_PENALTY
-            if not _CONSEQUENCE.search(reads):
-                score -= NOT_WHAT_NEXT_PENALTY
+        # Told already: not what comes next; nor, when it lacks the follow-up's own words ("contractors") that
+        # other evidence has, what the follow-up asks about now.
+        if (unit.text in avoid or reads in avoid) and (next_step or (focus and not focus & terms)):
+            score -= ALREADY_SAID_PENALTY
+        if next_step == "otherwise" and not _CONSEQUENCE.search(reads):
+            score -= NOT_WHAT_NEXT_PENALTY
+        if (rank, position) in after_said:
+            score += NEXT_STEP_BONUS
+        if (rank, position) in before_said:
+            score -= NOT_WHAT_NEXT_PENALTY
         scored.append(_Candidate(score, rank, position, unit, frozenset(terms), reads, body))
     if query_vector is not None:
         # Meaning first: "handover" must find the sentence that says "handoff".

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from pydantic import BaseModel
 
+from bot.agent.messages import is_fixed_reply
 from bot.agent.models import Turn
 from tools.text import STOPWORDS, content_terms, has_cjk, raw_tokens
 
@@ -119,6 +120,17 @@ def asks_what_next(question: str) -> bool:
     return bool(_WHAT_NEXT.search(question))
 
 
+_SEQUENCE = re.compile(r"\b(?:then|next|after(?:wards)?)\b", re.I)
+
+
+def what_next_kind(question: str) -> str:
+    """ "then" for the next step ("and then what?", "what's next?"), "otherwise" for what happens if not ("and if
+    I don't?"), "" for a question that asks neither."""
+    if not asks_what_next(question):
+        return ""
+    return "then" if _SEQUENCE.search(question) and not re.search(r"\bif\b", question, re.I) else "otherwise"
+
+
 def asked_about(question: str) -> str | None:
     """The thing a what/which/how-many question asks about, when it says so plainly ("pressure")."""
     match = _ASKED_ABOUT.match(question)
@@ -146,8 +158,24 @@ def content_words(text: str) -> list[str]:
     return list(seen)
 
 
+# "which quarter is the biggest?": a comparison of what the thread has been asking about.
+_COMPARISON = re.compile(
+    r"\b(?:biggest|largest|highest|lowest|smallest|cheapest|longest|shortest|best|worst|most|least|bigger|larger|"
+    r"higher|lower|smaller|cheaper|longer|shorter|better|worse)\b",
+    re.I,
+)
+MAX_COMPARISON_WORDS = 2
+
+
+def compares(question: str) -> bool:
+    """Whether a short question only compares ("which one is bigger?", "which quarter is the biggest?")."""
+    return bool(_COMPARISON.search(question)) and len(content_words(question)) <= MAX_COMPARISON_WORDS
+
+
 def is_follow_up(question: str) -> bool:
-    if _CONNECTIVE.match(question) or _CJK_CONNECTIVE.match(question):
+    if _CONNECTIVE.match(question) or _CJK_CONNECTIVE.match(question) or compares(question):
+        return True
+    if not has_cjk(question) and asks_what_next(question) and len(content_words(question)) <= 2:  # "what's next?"
         return True
     tokens = raw_tokens(_EXISTENTIAL_THERE.sub(" ", question))
     if has_cjk(question):
@@ -179,10 +207,16 @@ def condense_offline(
 ) -> str:
     """Heuristic condensing. `similarity(a, b)` (word-embedding cosines, |a|×|b|) finds replaced terms."""
     question = question.strip()
-    user_turns = [t.text for t in history[-MAX_HISTORY_TURNS:] if t.role == "user" and t.text.strip()]
+    history = list(history[-MAX_HISTORY_TURNS:])
+    user_turns = [t.text for t in history if t.role == "user" and t.text.strip()]
     if not user_turns or not is_follow_up(question):
         return question
-    previous = user_turns[-1]
+    # "and everywhere else?" after "and in berlin?" after "what's the hotel cap in london?": in a thread of
+    # ellipses, the previous question as it stood alone, not its own ellipsis. A question with words of its own
+    # ("what does that mean?") takes the previous turn as it was asked.
+    ellipsis = bool(_CONNECTIVE.match(question)) or compares(question)
+    previous = _previous_standalone(history, similarity) if ellipsis else user_turns[-1]
+    names_answered = _names_in_answer(history)
 
     if has_cjk(question) or has_cjk(previous):
         core = _CJK_CONNECTIVE.sub("", question)
@@ -196,10 +230,13 @@ def condense_offline(
         asked = " ".join(w for w in content_words(previous) if w not in _MODALS)
         if _BARE_NEGATION.search(core):
             # "and if I don't?" after "How long do I have to acknowledge a page?": what happens if I don't
-            # acknowledge a page. The words are the previous question's; the question is what follows.
+            # acknowledge a page. The words are the previous question's (its own phrase when it has one: "the
+            # security awareness training" reads closer to the document than its bare terms); the question
+            # is what follows.
             if not re.match(r"(?:if|when)\b", condition, re.I):
                 condition = f"if {condition}"
-            return f"What happens {condition} {asked}?"
+            duty = _DUTY.search(previous)
+            return f"What happens {condition} {duty.group(1).strip() if duty else asked}?"
         if re.match(r"(?:if|when)\b", condition, re.I):
             # "what if I don't spend it all?": the previous question, under that condition.
             return f"{previous.strip().rstrip('?？.').strip()} {condition}?"
@@ -212,13 +249,29 @@ def condense_offline(
         if _POSSESSIVE_PRONOUNS.search(core):
             return _POSSESSIVE_PRONOUNS.sub(f"{subject}'s", core, count=1)
         return _SUBJECT_PRONOUNS.sub(subject, core, count=1)
+    renumbered = _renumbered(core, previous)
+    if renumbered is not None:
+        return renumbered  # "what about tier 4?" after "…in tier 2 cities?": the same question, tier 4
     new_words = content_words(core)
     carried = [w for w in content_words(previous) if w not in new_words and w.lower() not in core.lower()]
-    replacements = (
-        _replacements(new_words, carried, similarity, _names(question), _names(previous))
-        if new_words and carried
-        else {}
-    )
+    if compares(core):
+        # The things compared so far (Q1, Q2) are what the comparison ranges over, not what it is about.
+        carried = [w for w in carried if not any(ch.isdigit() for ch in w) and w not in names_answered]
+    if _THE_REST.search(core) and _CONNECTIVE.match(question):
+        # "and everywhere else?" after "what's the hotel cap in berlin?": the same question, past the names
+        # asked about so far.
+        named = [w for w in content_words(previous) if w in _names(previous) or w in names_answered]
+        if named:
+            rest = re.sub(rf"\s*\b(?:in|at|for|on|of)?\s*\b{re.escape(named[-1])}\b", "", previous, count=1, flags=re.I)
+            return f"{rest.strip().rstrip('?？.').strip()} {core.rstrip('?').strip()}?"
+    new_names, old_names = _names(question), _names(previous)
+    bare = _bare_entity(core, new_words) if _CONNECTIVE.match(question) else []
+    if not old_names and bare:
+        # A thread typed in lower case ("how much is starter per truck?"): the answer says which words are
+        # names, and the follow-up's bare word is the name it now asks about ("and growth?").
+        old_names = [w for w in content_words(previous) if w in names_answered]
+        new_names = new_names or (bare if old_names else [])
+    replacements = _replacements(new_words, carried, similarity, new_names, old_names) if new_words and carried else {}
     # "after five years" measures the previous question's thing, it does not replace "days" by "years".
     measures = _quantified(new_words, core) - _quantified(carried, previous)
     replacements = {old: new for old, new in replacements.items() if new not in measures}
@@ -240,6 +293,87 @@ def condense_offline(
 
 
 MAX_SUBSTITUTION_WORDS = 3
+
+# "I have to acknowledge a page", "we need to finish the security awareness training": what the previous
+# question says must be done, as it said it.
+_DUTY = re.compile(
+    r"\b(?:i|we|you)\s+(?:need to|needs to|have to|has to|must|should|got to|am supposed to|are supposed to)\s+"
+    r"(.+?)[\s?.!]*$",
+    re.I,
+)
+# "tier 2", "level 3", "series A": a thing with a number or a letter, which a follow-up may renumber.
+_NUMBERED = re.compile(r"\b([A-Za-z]{2,})\s+(\d+|[A-Z])\b")
+_THE_REST = re.compile(
+    r"\b(?:(?:everywhere|anywhere|everyone|anyone|everybody) else|elsewhere|the rest|all other|"
+    r"other (?:ones|cities|places|offices|countries))\b",
+    re.I,
+)
+
+
+def _previous_standalone(history: Sequence[Turn], similarity: Callable | None) -> str:
+    """The latest user turn; condensed against the turns before it when it was an ellipsis itself ("and in
+    berlin?", "and Q2?"): a thread of ellipses, each completed by the one before. A turn with a pronoun
+    stays as asked: its own words place the thread better than a rewrite of a rewrite."""
+    last = max(i for i, t in enumerate(history) if t.role == "user" and t.text.strip())
+    text = history[last].text
+    tokens = raw_tokens(_EXISTENTIAL_THERE.sub(" ", text))
+    ellipsis = bool(_CONNECTIVE.match(text)) or compares(text)
+    if not ellipsis or has_cjk(text) or any(t in _PRONOUNS for t in tokens):
+        return text
+    completed = condense_offline(text, history[:last], similarity)
+    # Only a question completed as a question ("what's the hotel cap in berlin?"); terms carried in brackets
+    # ("for contractors (company match 401k)") are a search hint, and would be carried on into every later turn.
+    return text if completed.rstrip("?？ ").endswith(")") else completed
+
+
+def _renumbered(core: str, previous: str) -> str | None:
+    """The previous question with its numbered thing renumbered, when that is all the follow-up says."""
+    for match in _NUMBERED.finditer(core):
+        head, code = match.group(1), match.group(2)
+        if head.lower() in STOPWORDS or len(content_words(core)) > MAX_SUBSTITUTION_WORDS:
+            continue
+        old = re.search(rf"\b(?i:{re.escape(head)})\s+(\d+|[A-Z])\b", previous)
+        if old and old.group(1).lower() != code.lower():
+            return previous[: old.start(1)] + code + previous[old.end(1) :]
+    return None
+
+
+def _names_in_answer(history: Sequence[Turn]) -> set[str]:
+    """Words the latest answer writes as names — capitalised inside a sentence, or as a label ("Starter: $29
+    per vehicle…") — so that a question that typed them lower-case ("how much is starter?") still names them."""
+    answers = [t.text for t in history if t.role == "assistant" and t.text.strip() and not is_fixed_reply(t.text)]
+    if not answers:
+        return set()
+    text = answers[-1]
+    names = {m.group(1).lower() for m in re.finditer(r"(?<=[\w,;(] )([A-Z][a-z][\w-]*)\b", text)}
+    names |= {m.group(1).lower() for m in re.finditer(r"(?:^|[.;!?\]]\s+)([A-Z][a-z][\w-]*):", text)}
+    return names - STOPWORDS - _QUESTION_WORDS
+
+
+def _bare_entity(core: str, new_words: list[str]) -> list[str]:
+    """The one word a bare ellipsis names ("and growth?", "what about the premium plan?"): the thing the
+    follow-up now asks about in place of the previous question's name."""
+    if len(new_words) > 2 or _CONDITION.match(core) or any(t in _PRONOUNS for t in raw_tokens(core)):
+        return []
+    return new_words[:1]
+
+
+def asks_for_something_else(question: str, history: Sequence[Turn]) -> bool:
+    """Whether a follow-up asks for what the previous answer did not say: what comes next ("and then?",
+    "and if I don't?"), or the same question about someone or something else ("and for contractors?"). Its
+    answer does not lead with the sentence the thread was just told (bot.agent.answering, `avoid`)."""
+    if asks_what_next(question):
+        return True
+    previous = [t.text for t in history[-MAX_HISTORY_TURNS:] if t.role == "user" and t.text.strip()]
+    if not previous or has_cjk(question) or not _CONNECTIVE.match(question):
+        return False
+    core = _CONNECTIVE.sub("", question).strip()
+    if _CONDITION.match(core) or any(t in _PRONOUNS for t in raw_tokens(_EXISTENTIAL_THERE.sub(" ", core))):
+        return False  # "and after five years?" narrows the same question; "and who led it?" asks about it
+    asked_before = set(content_words(previous[-1]))
+    return _renumbered(core, previous[-1]) is not None or any(w not in asked_before for w in content_words(core))
+
+
 SUBSTITUTION_SIMILARITY = 0.45
 _CODE = re.compile(r"^([a-z]+)(\d+)$")
 

@@ -268,6 +268,13 @@ class AnswerEngine:
         # from the conversation only place it.
         focus = content_terms(question.text) if question.standalone != question.text else set()
         saved = self.service.store.unit_vectors(embedder.model_name, embedder.dimension, [e.chunk for e in chosen])
+        # "and if I don't?", "and for contractors?" ask for something else: the sentence the thread was just
+        # told is not it.
+        told = (
+            answering.already_said(question.history)
+            if condense.asks_for_something_else(question.text, question.history)
+            else set()
+        )
         return answering.extractive_answer(
             question.standalone,
             chosen,
@@ -277,8 +284,8 @@ class AnswerEngine:
             unit_vectors=saved,
             asked=question.text,
             routed=routed,
-            # "and if I don't?" asks what happens next: the sentence the thread was just told is not it.
-            avoid=answering.already_said(question.history) if condense.asks_what_next(question.text) else (),
+            avoid=told,
+            next_step=condense.what_next_kind(question.text) if told else "",
         )
 
     def embed_sentences(self, texts: list[str]) -> np.ndarray:

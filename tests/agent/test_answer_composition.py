@@ -11,6 +11,7 @@ from bot.agent import answering
 from bot.agent.models import Turn
 from tools.search import Evidence
 from tools.store import StoredChunk
+from tools.text import content_terms
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "hard-wrapped"
 
@@ -93,6 +94,63 @@ def test_and_if_i_dont_is_answered_with_what_happens_next(offline_engine) -> Non
     lead = first_sentence(answer.answer)
     assert lead.strip() != first_sentence(first.answer).strip(), "the previous answer's sentence again"
     assert "secondary on-call is paged" in lead, answer.answer
+
+
+def asked_in_turn(engine, *questions: str):
+    """Each question asked in turn in one thread, with the bot's real answers as its history."""
+    history: list[Turn] = []
+    for question in questions[:-1]:
+        history += [Turn("user", question), Turn("assistant", engine.answer(question, history).answer)]
+    return history, engine.answer(questions[-1], history)
+
+
+def test_and_then_what_is_answered_with_the_next_step(offline_engine) -> None:
+    # It was answered with the steps before the soak ("CI builds the container image…"), not the canary.
+    history, answer = asked_in_turn(offline_engine, "how long does a release have to sit on staging?", "and then what?")
+    told = first_sentence(history[-1].text).strip()
+    assert "soak on staging for 30 minutes" in told
+    assert answer.status == "answered"
+    assert first_sentence(answer.answer).strip() != told
+    assert "production canary" in answer.answer, answer.answer
+    assert "CI builds the container image" not in answer.answer, "a step before the one the thread was told"
+
+
+def test_what_if_i_dont_is_answered_with_what_follows_the_rule(offline_engine) -> None:
+    # Refused as "weak evidence": the condensed query had lost the question's own phrase.
+    _, answer = asked_in_turn(
+        offline_engine, "when do I need to finish the security awareness training?", "what if I don't?"
+    )
+    assert answer.standalone_query == "What happens if I don't finish the security awareness training?"
+    assert answer.status == "answered"
+    assert "blocked until it is complete" in first_sentence(answer.answer), answer.answer
+
+
+def test_and_for_contractors_does_not_lead_with_what_employees_were_told(offline_engine) -> None:
+    history, answer = asked_in_turn(offline_engine, "how many vacation days do employees get?", "and for contractors?")
+    assert answer.status == "answered"
+    assert first_sentence(answer.answer).strip() != first_sentence(history[-1].text).strip()
+    assert "contractor" in first_sentence(answer.answer).lower() or "statement of work" in first_sentence(answer.answer)
+
+
+def test_a_told_sentence_that_has_the_follow_ups_own_word_may_lead_again() -> None:
+    # "and by the end of the year?" after a start-of-year figure: the sentence the thread was told holds both.
+    told = "R&D has 168 people at the start of the year and 190 at the end of the year."
+    plan = chunk("finance", "plan.md", f"{told} Hiring is planned quarterly.")
+    contractors = chunk("finance", "contractors.md", "Contractors are counted separately: 12 in R&D at year end.")
+    evidence = [Evidence(plan, 0.9, 0.6, 3.0), Evidence(contractors, 0.8, 0.55, 2.0)]
+    again = answering.extractive_answer(
+        "R&D people at the end of the year",
+        evidence,
+        focus=content_terms("by the end?"),
+        avoid={told},
+        asked="and by the end?",
+    )
+    assert again is not None and again.text.startswith(told)
+    # Told, and without the follow-up's own word that other evidence has: not what it asks now.
+    other = answering.extractive_answer(
+        "R&D people contractors", evidence, focus=content_terms("contractors?"), avoid={told}, asked="and contractors?"
+    )
+    assert other is not None and other.text.startswith("Contractors are counted separately")
 
 
 # --- failure kind 5: fragments instead of sentences; the same page twice ----------------------------------

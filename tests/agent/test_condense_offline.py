@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from bot.agent.condense import asked_about, asks_what_next, condense_offline
+from bot.agent.condense import (
+    asked_about,
+    asks_for_something_else,
+    asks_what_next,
+    compares,
+    condense_offline,
+    what_next_kind,
+)
 from bot.agent.models import Turn
 
 
@@ -30,12 +37,14 @@ def test_a_like_for_like_swap_still_replaces() -> None:
 @pytest.mark.parametrize(
     ("follow_up", "previous", "expected"),
     [
-        ("and if I don't?", "How long do I have to acknowledge a page?", "What happens if I don't acknowledge page?"),
+        ("and if I don't?", "How long do I have to acknowledge a page?", "What happens if I don't acknowledge a page?"),
         ("what if I can't?", "Do I have to submit receipts?", "What happens if I can't submit receipts?"),
+        # "fast" asks how quickly; what must be done is "ack a page", as the question said it.
+        ("and if i don't?", "how fast do i have to ack a page?", "What happens if i don't ack a page?"),
         (
             "what if I don't?",
             "when do I need to finish the security awareness training?",
-            "What happens if I don't finish security awareness training?",
+            "What happens if I don't finish the security awareness training?",
         ),
         (
             "what if I don't spend it all?",
@@ -89,3 +98,71 @@ def test_a_named_subject_still_wins_over_the_asked_about_phrase() -> None:
 def test_a_question_that_stands_alone_is_unchanged() -> None:
     question = "How many sick days can I take without a doctor's note?"
     assert condensed(question, "How many vacation days do I get?") == question
+
+
+def thread(*turns: str) -> list[Turn]:
+    """User and assistant turns, alternating, the user first."""
+    return [Turn("user" if i % 2 == 0 else "assistant", text) for i, text in enumerate(turns)]
+
+
+def test_a_thread_of_ellipses_is_completed_turn_by_turn() -> None:
+    # "and everywhere else?" became "everywhere else (berlin)": the previous turn was itself an ellipsis.
+    history = thread(
+        "what's the hotel cap in London?",
+        "Tier 1 New York, San Francisco, London, Zurich $260 [1]",
+        "and in Berlin?",
+        "Austin, Amsterdam, Rotterdam, Berlin, Chicago $190 Tier 3 All other cities $150 [1]",
+    )
+    assert condense_offline("and in Berlin?", history[:2]) == "what's the hotel cap in Berlin?"
+    assert condense_offline("and everywhere else?", history) == "what's the hotel cap everywhere else?"
+
+
+def test_a_name_the_answer_wrote_is_swapped_even_when_typed_lower_case() -> None:
+    # "and growth?" became "growth (starter per truck)": still asking about Starter.
+    history = thread("how much is starter per truck?", "Starter: $29 per vehicle per month billed annually. [1]")
+    assert condense_offline("and growth?", history) == "how much is growth per truck?"
+    assert condense_offline("and the premium plan?", history) == "how much is premium per truck?"
+    # A word the answer does not write as a name is not one: no swap, the thread's words are carried.
+    plain = thread("how many stops fit in one optimization plan?", "A plan can contain up to 2,000 stops. [1]")
+    assert condense_offline("and vehicles?", plain).startswith("vehicles (")
+
+
+def test_a_renumbered_thing_is_the_same_question_renumbered() -> None:
+    # "what about tier 4?" became "tier 4 (what's nightly hotel cap cities)", which found tier 2's figure.
+    assert condensed("what about tier 4?", "what's the nightly hotel cap in tier 2 cities?") == (
+        "what's the nightly hotel cap in tier 4 cities?"
+    )
+    assert condensed("and series B?", "how much did we raise in the series A?") == (
+        "how much did we raise in the series B?"
+    )
+
+
+def test_a_comparison_ranges_over_what_the_thread_asked_without_its_codes() -> None:
+    assert compares("which quarter is the biggest?") and not compares("which plan has the biggest stop allowance?")
+    history = thread("what's the Q1 revenue target?", "Q1: $19.2M [1]", "and Q2?", "Q2: $20.4M [1]")
+    rewrite = condense_offline("which quarter is the biggest?", history)
+    assert "revenue" in rewrite and "target" in rewrite
+    assert "q1" not in rewrite.lower() and "q2" not in rewrite.lower()
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [("and then what?", "then"), ("what's next?", "then"), ("and if I don't?", "otherwise"), ("and why?", "")],
+)
+def test_what_next_kinds(question: str, kind: str) -> None:
+    assert what_next_kind(question) == kind
+
+
+@pytest.mark.parametrize(
+    ("question", "previous", "something_else"),
+    [
+        ("and for contractors?", "how many vacation days do employees get?", True),
+        ("what about tier 4?", "what's the nightly hotel cap in tier 2 cities?", True),
+        ("and if I don't?", "How long do I have to acknowledge a page?", True),
+        ("and who led it?", "how much did we raise in the series A?", False),  # about the same thing
+        ("what about after five years?", "How many vacation days do I get a year?", False),  # a condition
+        ("do they need a card for it?", "how long is the free trial?", False),  # no connective
+    ],
+)
+def test_what_asks_for_something_else(question: str, previous: str, something_else: bool) -> None:
+    assert asks_for_something_else(question, [Turn("user", previous)]) is something_else
