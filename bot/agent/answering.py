@@ -277,7 +277,10 @@ def already_said(history: Sequence[Turn]) -> set[str]:
 
 
 def _what_follows(
-    evidence: Sequence[Evidence], units: Sequence[tuple[int, int, TextUnit, str]], said: Collection[str], kind: str
+    evidence: Sequence[Evidence],
+    units: Sequence[tuple[int, int, TextUnit, str, str]],
+    said: Collection[str],
+    kind: str,
 ) -> tuple[set[tuple[int, int]], set[tuple[int, int]]]:
     """(chunk rank, unit position) of what follows each unit already said — for the next step, the first unit
     of the next paragraph or item (the next step of a procedure); for what happens otherwise, the next sentence
@@ -285,14 +288,14 @@ def _what_follows(
     — and, for the next step, of what precedes it in its chunk (the steps before are not what comes next)."""
     following: set[tuple[int, int]] = set()
     preceding: set[tuple[int, int]] = set()
-    for i, (rank, _, unit, reads) in enumerate(units):
+    for i, (rank, _, unit, _body, reads) in enumerate(units):
         if not (unit.text in said or reads in said):
             continue
         text = evidence[rank].chunk.text
         after = [u for u in units[i + 1 :] if u[0] == rank]
         paragraph = next((u for u in after if "\n" in text[unit.end : u[2].start]), None)
         nearest = after[:1] if kind == "otherwise" else []
-        for r, p, _, later in [*nearest, paragraph] if paragraph else nearest:
+        for r, p, _, _body, later in [*nearest, paragraph] if paragraph else nearest:
             if kind == "then" or _CONSEQUENCE.search(later):
                 following.add((r, p))
         if kind == "then":
