@@ -129,7 +129,7 @@ class EvalWorkspace:
         ingest: Callable[[], IngestReport],
         fresh: bool,
     ) -> KbBuild:
-        fingerprint = pipeline_fingerprint(corpus_digest, self.embedder.model_name, description)
+        fingerprint = pipeline_fingerprint(corpus_digest, self.embedder.vector_source, description)
         sidecar = self.dir / "kbs" / f"{kb}.json"
         if not fresh and sidecar.is_file() and self.bot.kb_exists(kb):
             data = json.loads(sidecar.read_text(encoding="utf-8"))
