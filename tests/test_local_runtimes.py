@@ -218,5 +218,5 @@ def test_a_kb_indexed_with_int8_is_refused_under_torch(make_settings) -> None:
         assert embedding_identity(other.tools) != embedding_identity(int8.tools)
         with KnowledgeService(other.tools) as service, pytest.raises(EmbeddingModelMismatch, match="reindex"):
             service.store.check_model("handbook", *embedding_identity(other.tools))
-    torch_settings = make_settings(KBBOT_LOCAL_RUNTIME="torch")
-    assert embedding_identity(torch_settings.tools) == embedding_identity(make_settings(KBBOT_LOCAL_RUNTIME="onnx").tools)
+    torch_identity = embedding_identity(make_settings(KBBOT_LOCAL_RUNTIME="torch").tools)
+    assert torch_identity == embedding_identity(make_settings(KBBOT_LOCAL_RUNTIME="onnx").tools)

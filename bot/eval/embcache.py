@@ -103,9 +103,8 @@ class CachingEmbedder:
             )
             return [np.vstack([v[None, :], u]) for v, u in zip(vectors, units, strict=True)]
 
-        keys = [
-            EmbeddingCache.key(f"{self.vector_source}#units", f"{s}\n{t}") for t, s in zip(texts, unit_spans, strict=True)
-        ]
+        source = f"{self.vector_source}#units"
+        keys = [EmbeddingCache.key(source, f"{s}\n{t}") for t, s in zip(texts, unit_spans, strict=True)]
         stacked = [row.reshape(-1, self.dimension) for row in self._through_cache(keys, compute)]
         return np.stack([s[0] for s in stacked]), [s[1:] for s in stacked]
 
