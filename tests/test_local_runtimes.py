@@ -120,9 +120,9 @@ def test_a_corrupt_export_is_exported_again(int8_minilm: OnnxMiniLM, tmp_path: P
     corrupt = bytearray(good)
     corrupt[len(corrupt) // 2] ^= 0xFF
     int8.write_bytes(bytes(corrupt))
-    assert read_verified(int8, int8_minilm_source()) is None
+    assert read_verified(int8, int8_minilm_source(), "onnx-int8") is None
     embedder = OnnxMiniLM(cache, "onnx-int8")  # quantised again from the verified float32 file
-    assert read_verified(int8, int8_minilm_source()) is not None
+    assert read_verified(int8, int8_minilm_source(), "onnx-int8") is not None
     assert float(embedder.embed_query(TEXTS[0]) @ int8_minilm.embed_query(TEXTS[0])) >= 0.9999
 
 
@@ -132,7 +132,7 @@ def test_an_export_of_other_weights_is_not_loaded(tmp_path: Path) -> None:
     manifest = json.loads(manifest_path(int8).read_text())
     manifest["source_sha256"] = "0" * 64
     manifest_path(int8).write_text(json.dumps(manifest))
-    assert read_verified(int8, int8_minilm_source()) is None
+    assert read_verified(int8, int8_minilm_source(), "onnx-int8") is None
     OnnxMiniLM(cache, "onnx-int8")
     assert json.loads(manifest_path(int8).read_text())["source_sha256"] == int8_minilm_source()
 

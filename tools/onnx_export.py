@@ -26,6 +26,8 @@ from pathlib import Path
 
 EXPORT_DIR_NAME = "all-MiniLM-L6-v2-onnx"
 OPSET = 17
+# How each file is made; a manifest that names another recipe (an older quantisation) is exported again.
+RECIPES = {"onnx": "torchscript-opset17-last-hidden-state", "onnx-int8": "dynamic-qint8-matmul-per-channel"}
 FILE_NAMES = {"onnx": "model.onnx", "onnx-int8": "model-int8.onnx"}
 INPUT_NAMES = ["input_ids", "attention_mask", "token_type_ids"]
 OUTPUT_NAME = "token_embeddings"
@@ -45,14 +47,17 @@ def manifest_path(model_file: Path) -> Path:
     return model_file.with_name(model_file.name + ".json")
 
 
-def read_verified(model_file: Path, source_sha256: str) -> bytes | None:
-    """The file's bytes when its manifest names these source weights and its hash matches, else None."""
+def read_verified(model_file: Path, source_sha256: str, runtime: str) -> bytes | None:
+    """The file's bytes when its manifest names these source weights, this runtime and its current recipe,
+    and the bytes hash as it records; else None."""
     try:
         manifest = json.loads(manifest_path(model_file).read_text(encoding="utf-8"))
         data = model_file.read_bytes()
     except (OSError, ValueError):
         return None
     if not isinstance(manifest, dict) or manifest.get("source_sha256") != source_sha256:
+        return None
+    if manifest.get("runtime") != runtime or manifest.get("recipe") != RECIPES[runtime]:
         return None
     if manifest.get("file_sha256") != _sha256_bytes(data):
         return None
@@ -77,6 +82,7 @@ def _publish(model_file: Path, data: bytes, source_sha256: str, versions: dict[s
     """Model first, manifest last: a crash in between leaves a model without a matching manifest (re-exported)."""
     manifest = {
         "runtime": runtime,
+        "recipe": RECIPES[runtime],
         "source_sha256": source_sha256,
         "file_sha256": _sha256_bytes(data),
         "opset": OPSET,
@@ -106,15 +112,15 @@ def verified_onnx_model(cache_dir: Path, model_dir: Path, source_sha256: str, ru
         raise OnnxExportError(f"unknown ONNX runtime {runtime!r} (choose one of {', '.join(FILE_NAMES)})")
     export_dir = cache_dir / EXPORT_DIR_NAME
     model_file = export_dir / FILE_NAMES[runtime]
-    data = read_verified(model_file, source_sha256)
+    data = read_verified(model_file, source_sha256, runtime)
     if data is not None:
         return data
     with _export_lock(export_dir):
-        data = read_verified(model_file, source_sha256)  # another process may have exported meanwhile
+        data = read_verified(model_file, source_sha256, runtime)  # another process may have exported meanwhile
         if data is not None:
             return data
         _export_in_child(model_dir, export_dir, source_sha256, runtime)
-        data = read_verified(model_file, source_sha256)
+        data = read_verified(model_file, source_sha256, runtime)
     if data is None:
         raise OnnxExportError(
             f"the ONNX export at {model_file} does not verify right after exporting it; "
@@ -217,7 +223,7 @@ def export(model_dir: Path, export_dir: Path, source_sha256: str, runtime: str) 
     export_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=export_dir, prefix=".export-") as work:
         float32 = export_dir / FILE_NAMES["onnx"]
-        base = read_verified(float32, source_sha256)
+        base = read_verified(float32, source_sha256, "onnx")
         versions: dict[str, str] = {}
         if base is None:
             traced = Path(work) / "traced.onnx"
