@@ -84,16 +84,29 @@ class OnnxMiniLM:
                 )
             return self._sessions[threads]
 
-    def _encode(self, texts: Sequence[str], threads: int, with_offsets: bool):
-        """(vectors, token embeddings or None, encodings) with rows in `texts` order."""
+    def _encode(
+        self,
+        texts: Sequence[str],
+        threads: int,
+        unit_spans: Sequence[Sequence[tuple[int, int]]] | None = None,
+        show_progress: bool = False,
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Each text's vector (rows in `texts` order) and, when spans are given, its span vectors.
+
+        Spans are pooled batch by batch, so only one batch's token embeddings are ever held."""
         stripped = [t.strip() for t in texts]
         encodings = self._tokenizer.encode_batch(stripped)
         vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        tokens: list[np.ndarray | None] = [None] * len(texts)
+        units: list[np.ndarray] = [np.empty((0, self.dimension), dtype=np.float32)] * len(texts)
         # Longest first, cut into batches: each batch pads to its own longest text, so little padding.
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids), reverse=True)
         session = self._session(threads)
-        for first in range(0, len(order), BATCH_SIZE):
+        starts = range(0, len(order), BATCH_SIZE)
+        if show_progress:
+            from tqdm import tqdm
+
+            starts = tqdm(starts, unit="batch", desc="embedding", leave=False)
+        for first in starts:
             batch = order[first : first + BATCH_SIZE]
             width = len(encodings[batch[0]].ids)
             feeds = {name: np.zeros((len(batch), width), dtype=np.int64) for name in INPUT_NAMES}
@@ -109,15 +122,17 @@ class OnnxMiniLM:
             pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
             for row, i in enumerate(batch):
                 vectors[i] = pooled[row]
-                if with_offsets:
-                    tokens[i] = token_embeddings[row, : len(encodings[i].ids)]
-        return vectors, tokens, encodings
+                if unit_spans is not None:
+                    # The offsets of this very tokenisation (into the stripped text, hence the shift).
+                    shift = len(texts[i]) - len(texts[i].lstrip())
+                    offsets = np.asarray(encodings[i].offsets, dtype=np.int64).reshape(-1, 2) + shift
+                    units[i] = pool_spans(offsets, unit_spans[i], token_embeddings[row])
+        return vectors, units
 
     def embed_documents(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        vectors, _, _ = self._encode(texts, threads=_cpu_count(), with_offsets=False)
-        return vectors
+        return self._encode(texts, _cpu_count(), show_progress=show_progress)[0]
 
     def embed_documents_with_units(
         self, texts: Sequence[str], unit_spans: Sequence[Sequence[tuple[int, int]]], show_progress: bool = False
@@ -125,13 +140,7 @@ class OnnxMiniLM:
         """As LocalMiniLM's: span vectors pooled from the same pass, with the offsets of the same tokenisation."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32), []
-        vectors, tokens, encodings = self._encode(texts, threads=_cpu_count(), with_offsets=True)
-        units = []
-        for text, spans, encoding, token_embeddings in zip(texts, unit_spans, encodings, tokens, strict=True):
-            shift = len(text) - len(text.lstrip())  # offsets are into the stripped text
-            offsets = np.asarray(encoding.offsets, dtype=np.int64).reshape(-1, 2) + shift
-            units.append(pool_spans(offsets, spans, token_embeddings))
-        return vectors, units
+        return self._encode(texts, _cpu_count(), unit_spans=unit_spans, show_progress=show_progress)
 
     def embed_query(self, text: str) -> np.ndarray:
         return cached_query_embedding(self, text)
@@ -139,8 +148,7 @@ class OnnxMiniLM:
     def _encode_one(self, text: str) -> np.ndarray:
         # One short text gains next to nothing from a second intra-op thread, and on a busy machine the
         # threads wait for each other: queries run on their own one-thread session.
-        vectors, _, _ = self._encode([text], threads=1, with_offsets=False)
-        return vectors[0]
+        return self._encode([text], threads=1)[0][0]
 
     def tokenize(self, text: str) -> list:
         return self._counter.encode(text, add_special_tokens=False).tokens
