@@ -151,6 +151,16 @@ def test_unverified_weights_are_refused_and_nothing_is_exported(tmp_path: Path) 
     assert not list((tmp_path / "models").rglob("*.onnx"))
 
 
+def test_an_unwritable_model_cache_is_a_clear_error(tmp_path: Path) -> None:
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("a file where the cache folder should be")
+    with pytest.raises(EmbeddingError) as caught:
+        OnnxMiniLM(blocked, "onnx")
+    message = str(caught.value)
+    assert "KBBOT_MODEL_CACHE_DIR" in message and "KBBOT_LOCAL_RUNTIME=torch" in message
+    assert "Errno" not in message  # the OS error is logged, not shown
+
+
 def int8_minilm_source() -> str:
     from tools.embeddings import MINILM_SHA256
 

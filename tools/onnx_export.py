@@ -17,12 +17,15 @@ import argparse
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import subprocess
 import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 EXPORT_DIR_NAME = "all-MiniLM-L6-v2-onnx"
 OPSET = 17
@@ -115,12 +118,19 @@ def verified_onnx_model(cache_dir: Path, model_dir: Path, source_sha256: str, ru
     data = read_verified(model_file, source_sha256, runtime)
     if data is not None:
         return data
-    with _export_lock(export_dir):
-        data = read_verified(model_file, source_sha256, runtime)  # another process may have exported meanwhile
-        if data is not None:
-            return data
-        _export_in_child(model_dir, export_dir, source_sha256, runtime)
-        data = read_verified(model_file, source_sha256, runtime)
+    try:
+        with _export_lock(export_dir):
+            data = read_verified(model_file, source_sha256, runtime)  # another process may have exported meanwhile
+            if data is not None:
+                return data
+            _export_in_child(model_dir, export_dir, source_sha256, runtime)
+            data = read_verified(model_file, source_sha256, runtime)
+    except OSError as exc:
+        log.warning("cannot write the ONNX export under %s: %s", export_dir, exc)
+        raise OnnxExportError(
+            f"cannot write the ONNX export of the embedding model under {export_dir}: make it writable, point "
+            "KBBOT_MODEL_CACHE_DIR elsewhere, or set KBBOT_LOCAL_RUNTIME=torch"
+        ) from exc
     if data is None:
         raise OnnxExportError(
             f"the ONNX export at {model_file} does not verify right after exporting it; "
@@ -155,9 +165,9 @@ def _export_in_child(model_dir: Path, export_dir: Path, source_sha256: str, runt
             "set KBBOT_LOCAL_RUNTIME=torch to run without ONNX"
         ) from exc
     if done.returncode != 0:
-        last = (done.stderr or "").strip().splitlines()[-1:] or ["no output"]
+        log.warning("ONNX export exited %s: %s", done.returncode, (done.stderr or "").strip()[-2000:])
         raise OnnxExportError(
-            f"exporting the embedding model to ONNX failed ({last[0][:200]}); "
+            "exporting the embedding model to ONNX failed (details in the log); "
             "set KBBOT_LOCAL_RUNTIME=torch to run without ONNX"
         )
 
@@ -199,8 +209,6 @@ def _export_float32(model_dir: Path, target: Path) -> dict[str, str]:
 
 
 def _quantize_int8(source: Path, target: Path) -> dict[str, str]:
-    import logging
-
     import onnx
     import onnxruntime
     from onnxruntime.quantization import QuantType, quantize_dynamic
