@@ -271,6 +271,7 @@ def _local_embedder(settings: ToolSettings) -> Embedder:
 
 def get_embedder(settings: ToolSettings) -> Embedder:
     """One embedder per process and configuration: loading MiniLM costs about a second."""
+    settings = getattr(settings, "tools", settings)  # callers (tests, scripts) also hand in the app's Settings
     key = (
         settings.embedding_backend,
         settings.local_runtime,
