@@ -9,7 +9,9 @@ import os
 import sys
 from pathlib import Path
 
-from bot.config import Settings, load_settings
+from pydantic import ValidationError
+
+from bot.config import Settings, describe_settings_error, load_settings
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -270,6 +272,10 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         settings = load_settings()
+    except ValidationError as exc:
+        print(f"error: {describe_settings_error(exc)}", file=sys.stderr)
+        return EXIT_FAILED
+    try:
         return args.handler(args, settings)
     except (CliError, InputError, *USER_ERRORS) as exc:
         print(f"error: {exc}", file=sys.stderr)

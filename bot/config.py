@@ -6,10 +6,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from tools.config import ToolSettings
+from tools.config import LocalRuntime, ToolSettings
 from tools.parsing import ParseLimits
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -23,6 +23,8 @@ class Settings(BaseSettings):
 
     embedding_backend: Literal["local", "openai"] = Field("local", alias="KBBOT_EMBEDDING_BACKEND")
     openai_embedding_model: str = Field("text-embedding-3-small", alias="KBBOT_OPENAI_EMBEDDING_MODEL")
+    local_runtime: LocalRuntime = Field("onnx", alias="KBBOT_LOCAL_RUNTIME")
+    model_cache_dir: Path | None = Field(None, alias="KBBOT_MODEL_CACHE_DIR")
 
     openai_api_key: SecretStr | None = Field(None, alias="OPENAI_API_KEY")
     openai_base_url: str | None = Field(None, alias="OPENAI_BASE_URL")
@@ -85,6 +87,8 @@ class Settings(BaseSettings):
             data_dir=self.data_dir,
             knowledge_bases_dir=self.knowledge_bases_dir,
             embedding_backend=self.embedding_backend,
+            local_runtime=self.local_runtime,
+            model_cache_dir=self.model_cache_dir,
             openai_embedding_model=self.openai_embedding_model,
             openai_api_key=self.openai_api_key,
             openai_base_url=self.openai_base_url,
@@ -105,3 +109,12 @@ class Settings(BaseSettings):
 
 def load_settings(**overrides: object) -> Settings:
     return Settings(**overrides)  # type: ignore[arg-type]
+
+
+def describe_settings_error(error: ValidationError) -> str:
+    """One line per bad setting, by its environment name, without pydantic's internals."""
+    problems = []
+    for item in error.errors():
+        name = ".".join(str(part) for part in item.get("loc", ())) or "a setting"
+        problems.append(f"{name}: {item.get('msg', 'invalid value')}")
+    return "invalid setting " + "; ".join(problems)

@@ -74,11 +74,13 @@ def test_second_sync_reports_zero_embeddings_without_loading_the_model(sample_se
         """
         import sys
         import tools.embeddings as embeddings
+        import tools.onnx_minilm as onnx_minilm
 
         def trap(*args, **kwargs):
             raise SystemExit("the embedding model was loaded although nothing changed")
 
         embeddings.LocalMiniLM.__init__ = trap
+        onnx_minilm.OnnxMiniLM.__init__ = trap
         embeddings.OpenAIEmbedder.__init__ = trap
         from bot.cli import main
         sys.exit(main(["kb", "sync", "--json"]))

@@ -575,7 +575,7 @@ def test_minilm_weights_are_verified(tmp_path: Path) -> None:
 
 
 def test_embedding_error_is_a_clean_cli_failure(settings: Settings, tmp_path: Path, run_cli, monkeypatch) -> None:
-    from tools import embeddings
+    from tools import embeddings, onnx_minilm
 
     def broken(self, *args, **kwargs):  # what a damaged install looks like to the CLI
         raise embeddings.EmbeddingError(
@@ -584,6 +584,7 @@ def test_embedding_error_is_a_clean_cli_failure(settings: Settings, tmp_path: Pa
 
     monkeypatch.setattr(embeddings, "_EMBEDDERS", {})
     monkeypatch.setattr(embeddings.LocalMiniLM, "__init__", broken)
+    monkeypatch.setattr(onnx_minilm.OnnxMiniLM, "__init__", broken)
     doc = tmp_path / "a.md"
     doc.write_text("# A\n\ntext\n", encoding="utf-8")
     with KnowledgeService(settings.tools) as svc:

@@ -14,12 +14,18 @@ from pydantic import SecretStr
 
 from tools.parsing import ParseLimits
 
+LocalRuntime = Literal["torch", "onnx", "onnx-int8"]
+
 
 @dataclass(frozen=True)
 class ToolSettings:
     data_dir: Path
     knowledge_bases_dir: Path
     embedding_backend: Literal["local", "openai"] = "local"
+    # How the local MiniLM runs: PyTorch via sentence-transformers, or ONNX Runtime on a locally exported copy.
+    local_runtime: LocalRuntime = "onnx"
+    # Where the ONNX exports of the local model are kept; None = the data dir's models/.
+    model_cache_dir: Path | None = None
     openai_embedding_model: str = "text-embedding-3-small"
     openai_api_key: SecretStr | None = field(default=None, repr=False)
     openai_base_url: str | None = None
@@ -38,3 +44,9 @@ class ToolSettings:
         path = self.data_dir.expanduser().resolve()
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+    @property
+    def resolved_model_cache_dir(self) -> Path:
+        if self.model_cache_dir is not None:
+            return self.model_cache_dir.expanduser().resolve()
+        return self.resolved_data_dir / "models"

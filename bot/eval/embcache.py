@@ -1,4 +1,4 @@
-"""An embedding cache for benchmark corpora, keyed by model + text hash (sqlite under the eval dir).
+"""An embedding cache for benchmark corpora, keyed by model and runtime + text hash (sqlite under the eval dir).
 
 It wraps the configured embedder for ingest and baselines only, so reruns of a benchmark do not
 re-encode an unchanged corpus. Every figure that used it says so (hits/misses are counted).
@@ -55,6 +55,9 @@ class CachingEmbedder:
         self.cache = cache
         self.model_name = inner.model_name
         self.dimension = inner.dimension
+        # Keyed on what computed the vectors (model and runtime), not the collection identity: float32 ONNX
+        # shares torch's identity, yet a benchmark of it must embed with it, not replay torch's vectors.
+        self.vector_source = getattr(inner, "vector_source", inner.model_name)
         self.hits = 0
         self.misses = 0
 
@@ -76,7 +79,7 @@ class CachingEmbedder:
             return self.inner.embed_documents(texts, show_progress=show_progress)
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        keys = [EmbeddingCache.key(self.model_name, t) for t in texts]
+        keys = [EmbeddingCache.key(self.vector_source, t) for t in texts]
         return np.stack(
             self._through_cache(
                 keys,
@@ -100,9 +103,8 @@ class CachingEmbedder:
             )
             return [np.vstack([v[None, :], u]) for v, u in zip(vectors, units, strict=True)]
 
-        keys = [
-            EmbeddingCache.key(f"{self.model_name}#units", f"{s}\n{t}") for t, s in zip(texts, unit_spans, strict=True)
-        ]
+        source = f"{self.vector_source}#units"
+        keys = [EmbeddingCache.key(source, f"{s}\n{t}") for t, s in zip(texts, unit_spans, strict=True)]
         stacked = [row.reshape(-1, self.dimension) for row in self._through_cache(keys, compute)]
         return np.stack([s[0] for s in stacked]), [s[1:] for s in stacked]
 

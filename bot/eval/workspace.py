@@ -129,6 +129,9 @@ class EvalWorkspace:
         ingest: Callable[[], IngestReport],
         fresh: bool,
     ) -> KbBuild:
+        # The collection identity, not the runtime: a KB built by torch serves float32 ONNX as it serves torch
+        # (same identity), and that is what an eval under ONNX then measures. Fresh builds embed with the
+        # configured runtime (the embedding cache keys on it).
         fingerprint = pipeline_fingerprint(corpus_digest, self.embedder.model_name, description)
         sidecar = self.dir / "kbs" / f"{kb}.json"
         if not fresh and sidecar.is_file() and self.bot.kb_exists(kb):

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from bot.config import REPO_ROOT, Settings
 
 SAMPLE_KBS_DIR = REPO_ROOT / "knowledge_bases"
+# ONNX exports of the local model, shared by every test and test process on this machine: exporting
+# takes tens of seconds, and each load verifies the file's hash, so sharing them is safe.
+TEST_MODEL_CACHE = Path(tempfile.gettempdir()) / "kbbot-test-models"
 
 # Every environment name Settings reads, plus whole families that must never leak into tests.
 _SETTINGS_ENV_NAMES = {(f.alias or n).upper() for n, f in Settings.model_fields.items()}
@@ -33,6 +37,7 @@ def build_settings(data_dir: Path, **overrides: object) -> Settings:
     values: dict[str, object] = {
         "KBBOT_DATA_DIR": data_dir,
         "KBBOT_KNOWLEDGE_BASES_DIR": SAMPLE_KBS_DIR,
+        "KBBOT_MODEL_CACHE_DIR": TEST_MODEL_CACHE,
         "OPENAI_API_KEY": None,
         "OPENAI_BASE_URL": None,
         "CHROMA_HOST": None,

@@ -1,0 +1,232 @@
+"""The local MiniLM on ONNX Runtime: torch's vectors, the export verified, no torch on its path.
+
+The ONNX exports live in the shared test model cache (helpers.settings.TEST_MODEL_CACHE): the first
+test that needs one exports it (tens of seconds), every later one, in this or another process, loads
+the verified file.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers.cli import child_env
+from helpers.settings import TEST_MODEL_CACHE
+
+from bot.config import Settings, describe_settings_error, load_settings
+from tools.embeddings import LOCAL_IDENTITIES, EmbeddingError, LocalMiniLM, embedding_identity
+from tools.onnx_export import EXPORT_DIR_NAME, FILE_NAMES, manifest_path, read_verified, verified_onnx_model
+from tools.onnx_minilm import OnnxMiniLM
+from tools.store import EmbeddingModelMismatch
+
+TEXTS = [
+    "Mitochondrial DNA mutations accumulate with age in human muscle.",
+    "  The VPN client needs a restart after the certificate rotates.  ",
+    "Ünïcödé, CAPITALS and punctuation!? — all lower-cased by the tokenizer.",
+    "x",
+    "Aspirin lowers the risk of a second heart attack. " * 40,  # past the 256-token window
+]
+# float32 ONNX runs torch's arithmetic in another order: cosines to torch measured ≥ 0.99999
+# (docs/benchmarks.md, "Local runtimes"); int8 weights move vectors further.
+FLOAT32_MIN_COSINE = 0.9999
+INT8_MIN_COSINE = 0.95
+
+
+@pytest.fixture(scope="session")
+def torch_minilm() -> LocalMiniLM:
+    return LocalMiniLM()
+
+
+@pytest.fixture(scope="session")
+def onnx_minilm() -> OnnxMiniLM:
+    return OnnxMiniLM(TEST_MODEL_CACHE, "onnx")
+
+
+@pytest.fixture(scope="session")
+def int8_minilm() -> OnnxMiniLM:
+    return OnnxMiniLM(TEST_MODEL_CACHE, "onnx-int8")
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(axis=1)
+
+
+def test_onnx_vectors_are_torch_vectors(torch_minilm: LocalMiniLM, onnx_minilm: OnnxMiniLM) -> None:
+    reference = torch_minilm.embed_documents(TEXTS)
+    vectors = onnx_minilm.embed_documents(TEXTS)
+    assert vectors.shape == (len(TEXTS), 384) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert _cosines(vectors, reference).min() >= FLOAT32_MIN_COSINE
+    # the query path (one text, one thread) gives the same vector as the batch path
+    assert float(onnx_minilm.embed_query(TEXTS[0]) @ vectors[0]) >= 0.99999
+    assert float(onnx_minilm.embed_query(TEXTS[0]) @ torch_minilm.embed_query(TEXTS[0])) >= FLOAT32_MIN_COSINE
+
+
+def test_int8_vectors_are_near_torch_but_not_the_same(torch_minilm: LocalMiniLM, int8_minilm: OnnxMiniLM) -> None:
+    cosines = _cosines(int8_minilm.embed_documents(TEXTS), torch_minilm.embed_documents(TEXTS))
+    assert cosines.min() >= INT8_MIN_COSINE
+    assert cosines.min() < 0.9999  # were they equal, int8 would not need its own identity
+
+
+def test_tokens_counted_as_torch_counts_them(torch_minilm: LocalMiniLM, onnx_minilm: OnnxMiniLM) -> None:
+    for text in TEXTS:
+        assert onnx_minilm.tokenize(text) == torch_minilm.tokenize(text)
+    assert len(onnx_minilm.tokenize(TEXTS[-1])) > 256  # counting is not truncated
+
+
+def test_span_vectors_pooled_from_the_same_pass(torch_minilm: LocalMiniLM, onnx_minilm: OnnxMiniLM) -> None:
+    text = "  VPN — setup\nInstall the client. Then import the profile.\n\nRestart it after rotation."
+    first = text.index("Install")
+    second = text.index("Then")
+    third = text.index("Restart")
+    spans = [[(first, second - 1), (second, third - 2), (third, len(text)), (len(text), len(text) + 5)]]
+    expected_vectors, expected_units = torch_minilm.embed_documents_with_units([text], spans)
+    vectors, units = onnx_minilm.embed_documents_with_units([text], spans)
+    assert _cosines(vectors, expected_vectors).min() >= FLOAT32_MIN_COSINE
+    assert units[0].shape == (4, 384)
+    assert np.isnan(units[0][3]).all() and np.isnan(expected_units[0][3]).all()  # a span with no token
+    assert _cosines(units[0][:3], expected_units[0][:3]).min() >= FLOAT32_MIN_COSINE
+    # a sentence's vector is its own, not the whole text's
+    assert float(units[0][0] @ units[0][2]) < 0.95
+    long_vectors, long_units = onnx_minilm.embed_documents_with_units([TEXTS[-1]], [[(0, 40), (10_000, 10_040)]])
+    assert not np.isnan(long_units[0][0]).any() and np.isnan(long_units[0][1]).all()  # past the window: NaN
+    assert long_vectors.shape == (1, 384)
+
+
+def test_many_texts_keep_their_order(onnx_minilm: OnnxMiniLM) -> None:
+    """Batches are cut from texts sorted by length: each row still belongs to its own text."""
+    texts = [f"document number {i} " * (1 + i % 7) for i in range(150)]
+    batch = onnx_minilm.embed_documents(texts)
+    for i in (0, 63, 64, 149):
+        assert float(batch[i] @ onnx_minilm._encode_one(texts[i])) >= 0.99999
+
+
+def _copy_export(tmp_path: Path) -> Path:
+    cache = tmp_path / "models"
+    shutil.copytree(TEST_MODEL_CACHE / EXPORT_DIR_NAME, cache / EXPORT_DIR_NAME)
+    return cache
+
+
+def test_a_corrupt_export_is_exported_again(int8_minilm: OnnxMiniLM, tmp_path: Path) -> None:
+    cache = _copy_export(tmp_path)
+    int8 = cache / EXPORT_DIR_NAME / FILE_NAMES["onnx-int8"]
+    good = int8.read_bytes()
+    corrupt = bytearray(good)
+    corrupt[len(corrupt) // 2] ^= 0xFF
+    int8.write_bytes(bytes(corrupt))
+    assert read_verified(int8, int8_minilm_source(), "onnx-int8") is None
+    embedder = OnnxMiniLM(cache, "onnx-int8")  # quantised again from the verified float32 file
+    assert read_verified(int8, int8_minilm_source(), "onnx-int8") is not None
+    assert float(embedder.embed_query(TEXTS[0]) @ int8_minilm.embed_query(TEXTS[0])) >= 0.9999
+
+
+def test_an_export_of_other_weights_is_not_loaded(tmp_path: Path) -> None:
+    cache = _copy_export(tmp_path)
+    int8 = cache / EXPORT_DIR_NAME / FILE_NAMES["onnx-int8"]
+    manifest = json.loads(manifest_path(int8).read_text())
+    manifest["source_sha256"] = "0" * 64
+    manifest_path(int8).write_text(json.dumps(manifest))
+    assert read_verified(int8, int8_minilm_source(), "onnx-int8") is None
+    OnnxMiniLM(cache, "onnx-int8")
+    assert json.loads(manifest_path(int8).read_text())["source_sha256"] == int8_minilm_source()
+
+
+def test_unverified_weights_are_refused_and_nothing_is_exported(tmp_path: Path) -> None:
+    from tools.embeddings import verified_model_dir
+
+    fake = tmp_path / "fake-model"
+    shutil.copytree(verified_model_dir(), fake)
+    (fake / "model.safetensors").write_bytes(b"not the pinned weights")
+    with pytest.raises(EmbeddingError, match="fail verification"):
+        OnnxMiniLM(tmp_path / "models", "onnx", model_dir=fake)
+    # and the exporter refuses weights that do not hash as the caller claims
+    with pytest.raises(RuntimeError, match="exporting the embedding model to ONNX failed"):
+        verified_onnx_model(tmp_path / "models", fake, int8_minilm_source(), "onnx")
+    assert not list((tmp_path / "models").rglob("*.onnx"))
+
+
+def test_an_unwritable_model_cache_is_a_clear_error(tmp_path: Path) -> None:
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("a file where the cache folder should be")
+    with pytest.raises(EmbeddingError) as caught:
+        OnnxMiniLM(blocked, "onnx")
+    message = str(caught.value)
+    assert "KBBOT_MODEL_CACHE_DIR" in message and "KBBOT_LOCAL_RUNTIME=torch" in message
+    assert "Errno" not in message  # the OS error is logged, not shown
+
+
+def int8_minilm_source() -> str:
+    from tools.embeddings import MINILM_SHA256
+
+    return MINILM_SHA256
+
+
+def test_the_onnx_path_never_imports_torch(settings: Settings) -> None:
+    """A real process: ingest-style and query encodes through get_embedder; torch must stay out of it."""
+    script = textwrap.dedent(
+        """
+        import json, sys
+        from bot.config import load_settings
+        from tools.embeddings import embed_chunks, get_embedder
+
+        embedder = get_embedder(load_settings().tools)
+        embedder.embed_documents(["one text", "another, longer text"])
+        embedder.embed_documents_with_units(["First. Second."], [[(0, 6), (7, 14)]])
+        embedder.embed_query("a question")
+        embedder.tokenize("count me")
+        heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "transformers", "sentence_transformers"))
+        print(json.dumps({"runtime": embedder.runtime, "heavy": heavy}))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env=child_env(settings, KBBOT_LOCAL_RUNTIME="onnx"),
+        cwd=str(settings.data_dir.parent),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report == {"runtime": "onnx", "heavy": []}
+
+
+def test_runtime_setting_parsed_and_bad_values_explained(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Settings.model_fields["local_runtime"].default in LOCAL_IDENTITIES
+    monkeypatch.setenv("KBBOT_LOCAL_RUNTIME", "onnx-int8")
+    assert load_settings().tools.local_runtime == "onnx-int8"
+    monkeypatch.setenv("KBBOT_LOCAL_RUNTIME", "tensorflow")
+    with pytest.raises(Exception) as caught:
+        load_settings()
+    message = describe_settings_error(caught.value)  # type: ignore[arg-type]
+    assert "KBBOT_LOCAL_RUNTIME" in message and "'onnx-int8'" in message
+
+
+def test_bad_runtime_setting_is_a_clear_cli_error(settings: Settings) -> None:
+    from helpers.cli import run_kbbot
+
+    done = run_kbbot(settings, "kb", "list", KBBOT_LOCAL_RUNTIME="gpu")
+    assert done.returncode != 0
+    assert "error: invalid setting KBBOT_LOCAL_RUNTIME" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_kb_indexed_with_int8_is_refused_under_torch(make_settings) -> None:
+    from tools.service import KnowledgeService
+
+    int8 = make_settings(KBBOT_LOCAL_RUNTIME="onnx-int8")
+    with KnowledgeService(int8.tools) as service:
+        service.store.ensure_kb("handbook", "the handbook", *embedding_identity(int8.tools))
+    for runtime in ("torch", "onnx"):
+        other = make_settings(KBBOT_LOCAL_RUNTIME=runtime)
+        assert embedding_identity(other.tools) != embedding_identity(int8.tools)
+        with KnowledgeService(other.tools) as service, pytest.raises(EmbeddingModelMismatch, match="reindex"):
+            service.store.check_model("handbook", *embedding_identity(other.tools))
+    torch_identity = embedding_identity(make_settings(KBBOT_LOCAL_RUNTIME="torch").tools)
+    assert torch_identity == embedding_identity(make_settings(KBBOT_LOCAL_RUNTIME="onnx").tools)

@@ -1,0 +1,158 @@
+"""all-MiniLM-L6-v2 on ONNX Runtime: the same model and pooling as sentence-transformers, without torch.
+
+Tokenised by the `tokenizers` library from the model's own tokenizer.json (lower-casing, [CLS]/[SEP],
+truncation at 256 tokens, texts stripped first, as sentence-transformers does), run by onnxruntime on
+a locally exported, hash-verified copy of the pinned weights (tools/onnx_export.py), mean-pooled over
+the attention mask and normalised. Nothing here imports torch, transformers or sentence-transformers.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from tools.embeddings import (
+    MINILM_MAX_TOKENS,
+    MINILM_SHA256,
+    EmbeddingError,
+    LocalMiniLM,
+    cached_query_embedding,
+    verified_model_dir,
+)
+from tools.onnx_export import INPUT_NAMES, OnnxExportError, verified_onnx_model
+from tools.span_pooling import pool_spans
+
+# Texts per forward pass, as LocalMiniLM's encode() uses; batches are cut from texts sorted by token count.
+BATCH_SIZE = 64
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+class OnnxMiniLM:
+    """The Embedder protocol for MiniLM on ONNX Runtime (`runtime` "onnx" = float32, "onnx-int8" = int8 weights)."""
+
+    dimension = LocalMiniLM.dimension
+
+    def __init__(
+        self,
+        cache_dir: Path,
+        runtime: str = "onnx",
+        model_dir: Path | None = None,
+        expected_sha256: str = MINILM_SHA256,
+        model_name: str = LocalMiniLM.model_name,
+    ):
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        model_dir = verified_model_dir(model_dir, expected_sha256)
+        try:
+            self._model_bytes = verified_onnx_model(cache_dir, model_dir, expected_sha256, runtime)
+        except OnnxExportError as exc:
+            raise EmbeddingError(str(exc)) from exc
+        self.runtime = runtime
+        self.model_name = model_name
+        self.vector_source = f"{LocalMiniLM.model_name}@{runtime}"
+        self._ort = onnxruntime
+        # One tokenizer that truncates as the model does, one that counts every token of a text.
+        self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        self._tokenizer.no_padding()  # tokenizer.json pads to 128; batches are padded here to their longest
+        self._tokenizer.enable_truncation(MINILM_MAX_TOKENS)
+        self._counter = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        self._counter.no_padding()
+        self._counter.no_truncation()
+        self._sessions: dict[int, object] = {}
+        self._sessions_lock = threading.Lock()
+
+    def _session(self, threads: int):
+        """One inference session per intra-op thread count, made on first use (run() is thread-safe)."""
+        with self._sessions_lock:
+            if threads not in self._sessions:
+                options = self._ort.SessionOptions()
+                options.intra_op_num_threads = threads
+                options.inter_op_num_threads = 1
+                self._sessions[threads] = self._ort.InferenceSession(
+                    self._model_bytes, sess_options=options, providers=["CPUExecutionProvider"]
+                )
+            return self._sessions[threads]
+
+    def _encode(
+        self,
+        texts: Sequence[str],
+        threads: int,
+        unit_spans: Sequence[Sequence[tuple[int, int]]] | None = None,
+        show_progress: bool = False,
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Each text's vector (rows in `texts` order) and, when spans are given, its span vectors.
+
+        Spans are pooled batch by batch, so only one batch's token embeddings are ever held."""
+        stripped = [t.strip() for t in texts]
+        encodings = self._tokenizer.encode_batch(stripped)
+        vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        units: list[np.ndarray] = [np.empty((0, self.dimension), dtype=np.float32)] * len(texts)
+        # Longest first, cut into batches: each batch pads to its own longest text, so little padding.
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids), reverse=True)
+        session = self._session(threads)
+        starts = range(0, len(order), BATCH_SIZE)
+        if show_progress:
+            from tqdm import tqdm
+
+            starts = tqdm(starts, unit="batch", desc="embedding", leave=False)
+        for first in starts:
+            batch = order[first : first + BATCH_SIZE]
+            width = len(encodings[batch[0]].ids)
+            feeds = {name: np.zeros((len(batch), width), dtype=np.int64) for name in INPUT_NAMES}
+            for row, i in enumerate(batch):
+                encoding = encodings[i]
+                length = len(encoding.ids)
+                feeds["input_ids"][row, :length] = encoding.ids
+                feeds["attention_mask"][row, :length] = encoding.attention_mask
+                feeds["token_type_ids"][row, :length] = encoding.type_ids
+            (token_embeddings,) = session.run(None, feeds)
+            mask = feeds["attention_mask"][:, :, None].astype(np.float32)
+            pooled = (token_embeddings * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
+            pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+            for row, i in enumerate(batch):
+                vectors[i] = pooled[row]
+                if unit_spans is not None:
+                    # The offsets of this very tokenisation (into the stripped text, hence the shift).
+                    shift = len(texts[i]) - len(texts[i].lstrip())
+                    offsets = np.asarray(encodings[i].offsets, dtype=np.int64).reshape(-1, 2) + shift
+                    units[i] = pool_spans(offsets, unit_spans[i], token_embeddings[row])
+        return vectors, units
+
+    def embed_documents(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return self._encode(texts, _cpu_count(), show_progress=show_progress)[0]
+
+    def embed_documents_with_units(
+        self, texts: Sequence[str], unit_spans: Sequence[Sequence[tuple[int, int]]], show_progress: bool = False
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """As LocalMiniLM's: span vectors pooled from the same pass, with the offsets of the same tokenisation."""
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32), []
+        return self._encode(texts, _cpu_count(), unit_spans=unit_spans, show_progress=show_progress)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return cached_query_embedding(self, text)
+
+    def _encode_one(self, text: str) -> np.ndarray:
+        return self.encode_queries([text])[0]
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        # Short texts gain next to nothing from a second intra-op thread, and on a busy machine the threads
+        # wait for each other: queries (concurrent questions' as one batch, tools/query_batching.py) run on
+        # their own one-thread session.
+        return self._encode(texts, threads=1)[0]
+
+    def tokenize(self, text: str) -> list:
+        return self._counter.encode(text, add_special_tokens=False).tokens
