@@ -59,8 +59,21 @@ class Prober:
             description = self.description_vector(targets.get(kb))
             similarity = float(np.dot(query_vector, description)) if description is not None else 0.0
             exact = bool(names) and any(grading.names_all(e, names) for e in result.evidence)
-            probes[kb] = routing.KbProbe(kb, result, similarity, names_identifiers=exact)
+            # Units are judged like the chunks: against the question the search must answer.
+            units = self.units(judge or query, result.evidence, query_vector if judge_vector is None else judge_vector)
+            probes[kb] = routing.KbProbe(
+                kb, result, similarity, names_identifiers=exact, best_unit=routing.unit_score(units)
+            )
         return probes
+
+    def units(self, query: str, evidence: Sequence[Evidence], query_vector: np.ndarray) -> list[grading.UnitMatch]:
+        """The answer units of the best chunks, measured against the query by the vectors saved at ingest."""
+        top = list(evidence[: grading.UNIT_CHUNKS])
+        if not top:
+            return []
+        chunks = [e.chunk for e in top]
+        saved = self.searcher.store.unit_vectors(self.embedder.model_name, self.embedder.dimension, chunks)
+        return grading.unit_matches(query, top, query_vector, saved) if saved else []
 
     def with_thread_scores(self, probes: Probes, history: Sequence[Turn], targets: Mapping[str, KbTarget]) -> Probes:
         """The probes, each KB credited with how well it matched the thread's earlier questions and answers."""
