@@ -32,6 +32,8 @@ DESCRIPTION_WEIGHT = 0.15
 IDENTIFIER_WEIGHT = 0.1
 # An answer unit's score is its cosine plus this share of the query terms it (and its heading) covers.
 UNIT_COVERAGE_WEIGHT = 0.3
+# Within a KB's evidence, a chunk's rank also counts its best unit's score, this much of it.
+UNIT_RANK_WEIGHT = 0.5
 # KBs scoring within this margin of the best are searched together (multi-source evidence).
 CO_ROUTE_MARGIN = 0.04
 # A thread stays on its subject: each KB's score also counts the mean of its scores for the thread's
@@ -70,6 +72,12 @@ class KbProbe:
 def unit_score(units: Sequence[UnitMatch]) -> float | None:
     """The best answer unit's cosine plus its coverage of the query terms (None: no units measured)."""
     return max((u.cosine + UNIT_COVERAGE_WEIGHT * u.coverage for u in units), default=None)
+
+
+def unit_ranked_score(fused: float, cosine: float, best_unit: float | None) -> float:
+    """A chunk's score for ranking a KB's evidence: its fused search score plus its best answer unit's score
+    (its own cosine when it has no unit vectors)."""
+    return fused + UNIT_RANK_WEIGHT * (cosine if best_unit is None else best_unit)
 
 
 def rank_probes(probes: Sequence[KbProbe]) -> list[KbProbe]:

@@ -74,3 +74,57 @@ def test_without_unit_vectors_a_kb_is_scored_by_its_best_chunk(two_kb_engine):
 
     assert probe.evidence_score >= probe.chunk_score
     assert routing.KbProbe("operations", probe.result, 0.0).evidence_score == pytest.approx(probe.chunk_score)
+
+
+# Within one KB: the onboarding guide talks about your new laptop; the equipment policy states how often
+# laptops are replaced, in one sentence of a long section.
+ONBOARDING = """# Onboarding guide
+
+## Your laptop
+
+Your new laptop is shipped to your home address so that it arrives five business days before your
+start date. Your new laptop comes with the standard apps installed; sign in to the new laptop with the
+temporary password from your welcome email and change it on the first day.
+"""
+
+EQUIPMENT = """# Remote work and equipment
+
+## Company equipment
+
+Company equipment stays the property of the company and is returned when you leave, in the prepaid box
+the IT team sends. Monitors, headsets, keyboards and docking stations are ordered from the equipment
+portal within the spending limits of the current year, and receipts are not needed for portal orders.
+Laptops are refreshed every 3 years. Lost or stolen equipment is reported to the IT service desk within
+24 hours, with a police report for a theft, and the device is wiped remotely.
+"""
+
+REFRESH_QUESTION = "how often are laptops replaced?"
+
+
+@pytest.fixture
+def people_engine(service):
+    service.create_kb("people", "HR policies.")
+    service.ingest_bytes("people", "onboarding.md", ONBOARDING.encode())
+    service.ingest_bytes("people", "equipment.md", EQUIPMENT.encode())
+    return AnswerEngine(service)
+
+
+def test_the_chunk_whose_sentence_answers_goes_first_in_the_evidence(people_engine):
+    searched = people_engine.searcher.search(REFRESH_QUESTION, "people", k=8)
+    targets = {"people": KbTarget("people", "")}
+    probed = people_engine.prober.probe(REFRESH_QUESTION, ["people"], targets)["people"]
+
+    # The search ranks the whole chunk that repeats the question's words first ...
+    assert searched.evidence[0].chunk.document == "onboarding.md"
+    # ... the probe's evidence (the round's) leads with the chunk whose sentence states the answer.
+    assert probed.result.evidence[0].chunk.document == "equipment.md"
+    scores = [e.score for e in probed.result.evidence]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_the_answer_leads_with_the_document_that_states_it(people_engine):
+    answer = people_engine.answer(REFRESH_QUESTION)
+
+    assert answer.status == "answered", answer.answer
+    assert answer.citations[0].document == "equipment.md"
+    assert "every 3 years" in answer.answer
