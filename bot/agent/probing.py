@@ -59,8 +59,32 @@ class Prober:
             description = self.description_vector(targets.get(kb))
             similarity = float(np.dot(query_vector, description)) if description is not None else 0.0
             exact = bool(names) and any(grading.names_all(e, names) for e in result.evidence)
-            probes[kb] = routing.KbProbe(kb, result, similarity, names_identifiers=exact)
+            # Units are judged like the chunks: against the question the search must answer.
+            vector = query_vector if judge_vector is None else judge_vector
+            result, best_units = self.ranked_by_units(judge or query, result, vector)
+            best_unit = max((u for u in best_units[: grading.UNIT_CHUNKS] if u is not None), default=None)
+            probes[kb] = routing.KbProbe(kb, result, similarity, names_identifiers=exact, best_unit=best_unit)
         return probes
+
+    def ranked_by_units(
+        self, query: str, result: SearchResult, query_vector: np.ndarray
+    ) -> tuple[SearchResult, list[float | None]]:
+        """The result re-ranked with each chunk's best answer unit (routing.unit_score, by the vectors saved at
+        ingest), and those unit scores in the new order (None: the chunk has no unit vectors). The search
+        ranks whole chunks; a chunk whose one sentence states the answer goes before a chunk of another
+        document that matches the question's words as a whole."""
+        evidence = result.evidence
+        chunks = [e.chunk for e in evidence]
+        saved = self.searcher.store.unit_vectors(self.embedder.model_name, self.embedder.dimension, chunks)
+        if not saved:
+            return result, [None] * len(evidence)
+        best = [routing.unit_score(grading.unit_matches(query, [e], query_vector, saved)) for e in evidence]
+        rescored = [
+            (replace(e, score=routing.unit_ranked_score(e.score, e.cosine, unit)), unit)
+            for e, unit in zip(evidence, best, strict=True)
+        ]
+        rescored.sort(key=lambda pair: pair[0].score, reverse=True)
+        return replace(result, evidence=[e for e, _ in rescored]), [u for _, u in rescored]
 
     def with_thread_scores(self, probes: Probes, history: Sequence[Turn], targets: Mapping[str, KbTarget]) -> Probes:
         """The probes, each KB credited with how well it matched the thread's earlier questions and answers."""

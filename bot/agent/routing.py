@@ -1,8 +1,13 @@
 """Route: which knowledge base(s) can answer the standalone query.
 
 Offline (and as the LLM's evidence probe): every candidate KB is searched once, and scored by the
-strength of its best evidence (cosine of the best hit, share of query terms it covers) plus the
-query's similarity to the KB's description. KBs within a small margin of the best are searched
+strength of its best evidence plus the query's similarity to the KB's description. The best evidence
+is the better of two measures: the best chunk (its cosine, and the share of query terms it covers)
+and the best answer unit of the top chunks (a sentence, list item or table row: its cosine and
+coverage). A long chunk that states the answer in one sentence among others ("Customers can run up to
+10 optimization jobs concurrently" in an API reference section) scores low as a whole, below a short
+chunk of another KB that only shares the topic (a postmortem about optimization jobs); its sentence
+does not. KBs within a small margin of the best are searched
 together, so a question that spans two KBs gets evidence from both. The probe's results are reused
 as the first round's evidence: nothing is searched twice.
 """
@@ -15,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel
 
+from bot.agent.grading import UnitMatch
 from tools.search import SearchResult
 
 # Weights of the calibrated KB score; see docs/benchmarks.md for how they were chosen.
@@ -24,6 +30,10 @@ DESCRIPTION_WEIGHT = 0.15
 # A KB whose evidence names the question's identifiers as written ("unroutable_address", "SEV1") is
 # where they are documented, however weakly MiniLM relates the rest of the question to it.
 IDENTIFIER_WEIGHT = 0.1
+# An answer unit's score is its cosine plus this share of the query terms it (and its heading) covers.
+UNIT_COVERAGE_WEIGHT = 0.3
+# Within a KB's evidence, a chunk's rank also counts its best unit's score, this much of it.
+UNIT_RANK_WEIGHT = 0.5
 # KBs scoring within this margin of the best are searched together (multi-source evidence).
 CO_ROUTE_MARGIN = 0.04
 # A thread stays on its subject: each KB's score also counts the mean of its scores for the thread's
@@ -40,20 +50,34 @@ class KbProbe:
     description_similarity: float
     thread_score: float = 0.0  # this KB's mean score for the thread's earlier questions + for its answers
     names_identifiers: bool = False  # one of its evidence chunks names every identifier in the query
+    best_unit: float | None = None  # unit_score of its top chunks' answer units (None: no unit vectors saved)
+
+    @property
+    def chunk_score(self) -> float:
+        """How well this KB's best chunk matches the query."""
+        cosine = self.result.best_cosine
+        return COSINE_WEIGHT * cosine + COVERAGE_WEIGHT * self.result.best_coverage * max(cosine, 0.0)
 
     @property
     def evidence_score(self) -> float:
         """How well this KB answers the query itself."""
-        return (
-            COSINE_WEIGHT * self.result.best_cosine
-            + COVERAGE_WEIGHT * self.result.best_coverage * max(self.result.best_cosine, 0.0)
-            + DESCRIPTION_WEIGHT * self.description_similarity
-            + IDENTIFIER_WEIGHT * self.names_identifiers
-        )
+        best = self.chunk_score if self.best_unit is None else max(self.chunk_score, self.best_unit)
+        return best + DESCRIPTION_WEIGHT * self.description_similarity + IDENTIFIER_WEIGHT * self.names_identifiers
 
     @property
     def score(self) -> float:
         return round(self.evidence_score + THREAD_WEIGHT * self.thread_score, 4)
+
+
+def unit_score(units: Sequence[UnitMatch]) -> float | None:
+    """The best answer unit's cosine plus its coverage of the query terms (None: no units measured)."""
+    return max((u.cosine + UNIT_COVERAGE_WEIGHT * u.coverage for u in units), default=None)
+
+
+def unit_ranked_score(fused: float, cosine: float, best_unit: float | None) -> float:
+    """A chunk's score for ranking a KB's evidence: its fused search score plus its best answer unit's score
+    (its own cosine when it has no unit vectors)."""
+    return fused + UNIT_RANK_WEIGHT * (cosine if best_unit is None else best_unit)
 
 
 def rank_probes(probes: Sequence[KbProbe]) -> list[KbProbe]:
