@@ -220,11 +220,12 @@ def test_existential_there_is_not_a_reference(question, follow_up):
 
 
 def test_an_ambiguous_question_follows_the_threads_subject(offline_engine, chunk_exists):
-    question = "What is the approval process for exceptions?"  # finance has approval thresholds
+    # Finance has approval thresholds, engineering deploy-freeze exceptions: alone, both are searched.
+    question = "What is the approval process for exceptions?"
     alone = offline_engine.answer(question)
     in_thread = offline_engine.answer(question, history=[Turn("user", "How do we deploy to production?")])
 
-    assert alone.route.kbs[0] == "finance"
+    assert {"finance", "engineering"} <= set(alone.route.kbs)
     assert in_thread.standalone_query == question  # self-contained: the thread only places it
     assert in_thread.route.kbs == ["engineering"]
     assert in_thread.route.scores["engineering"] > alone.route.scores["engineering"]
