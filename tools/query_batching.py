@@ -49,6 +49,7 @@ class QueryBatcher:
         self.window_s = window_s
         self._name = name
         self._waiting: OrderedDict[str, list[Future]] = OrderedDict()  # text → its callers, in arrival order
+        self._in_flight: dict[str, list[Future]] = {}  # texts being encoded now → their callers
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
         self._closed = False
@@ -64,7 +65,10 @@ class QueryBatcher:
         with self._lock:
             if self._closed:
                 raise QueryBatcherClosed("the query encoder is closed")
-            self._waiting.setdefault(text, []).append(future)  # the same text twice is encoded once
+            if text in self._in_flight:  # the same text twice is encoded once, even mid-encode
+                self._in_flight[text].append(future)
+                return future
+            self._waiting.setdefault(text, []).append(future)
             self._start_locked()
             self._arrived.notify()
         return future
@@ -105,7 +109,9 @@ class QueryBatcher:
                 self._arrived.wait(left)
             batch = []
             while self._waiting and len(batch) < self.max_batch:
-                batch.append(self._waiting.popitem(last=False))
+                text, futures = self._waiting.popitem(last=False)
+                self._in_flight[text] = futures  # the same list: callers arriving now join it
+                batch.append((text, futures))
             return batch
 
     def _encode(self, batch: list[tuple[str, list[Future]]]) -> None:
@@ -116,6 +122,7 @@ class QueryBatcher:
                 raise RuntimeError(f"the encoder returned {vectors.shape} for {len(texts)} texts")
         except BaseException as exc:  # every caller of this batch gets the error; the thread lives on
             log.warning("query batch of %d failed: %s", len(texts), type(exc).__name__)
+            self._land(texts)
             for _, futures in batch:
                 for future in futures:
                     future.set_exception(exc)
@@ -124,10 +131,17 @@ class QueryBatcher:
             return
         self.batches += 1
         self.texts += len(texts)
+        self._land(texts)
         for row, (_, futures) in zip(vectors, batch, strict=True):
             row.setflags(write=False)
             for future in futures:
                 future.set_result(row)
+
+    def _land(self, texts: Sequence[str]) -> None:
+        """The batch's texts are no longer in flight: from here on their callers' lists are final."""
+        with self._lock:
+            for text in texts:
+                self._in_flight.pop(text, None)
 
 
 class QueryCache:

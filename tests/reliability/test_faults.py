@@ -66,17 +66,24 @@ _HOOKED_INGEST = textwrap.dedent(
             return real_parse(*args, **kwargs)
 
         ingest.parse_isolated = parse_isolated
-    elif point == "embedding":
+    elif point == "embedding":  # one forward pass done, the rest to go, on whichever runtime runs MiniLM
+        import onnxruntime
         from sentence_transformers import SentenceTransformer
-        real_encode, calls = SentenceTransformer.encode, [0]
+        calls = [0]
 
-        def encode(self, *args, **kwargs):
-            calls[0] += 1
-            if calls[0] == 2:  # one batch done, the rest to go
-                reached()
-            return real_encode(self, *args, **kwargs)
+        def second_pass_stops(cls, method):
+            real = getattr(cls, method)
 
-        SentenceTransformer.encode = encode
+            def hooked(self, *args, **kwargs):
+                calls[0] += 1
+                if calls[0] == 2:
+                    reached()
+                return real(self, *args, **kwargs)
+
+            setattr(cls, method, hooked)
+
+        second_pass_stops(onnxruntime.InferenceSession, "run")
+        second_pass_stops(SentenceTransformer, "encode")
     elif point == "embedding-remote":
         pass  # the embeddings endpoint (helpers/fake_embeddings.py) holds the request and writes the marker
     elif point in ("before-flip", "inside-flip"):
