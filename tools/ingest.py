@@ -101,6 +101,9 @@ class SourceDocument:
     source_url: str | None = None
     label: str | None = None  # where it came from, for people (a path, a Slack link); defaults to the name
     uploaded_by: str | None = None  # who handed it over (a Slack user id), stored with the version it becomes
+    # Whether the source still holds what was read (a file may change while the documents before it are
+    # embedded: it is read ahead of the model); None = it cannot change.
+    unchanged_since_read: Callable[[], bool] | None = None
 
 
 @dataclass
@@ -110,6 +113,8 @@ class _Prepared:
     drafts: list[ChunkDraft]
     unit_spans: list[list[tuple[int, int]]] | None = None  # per draft, when the embedder pools them
 
+
+FILE_CHANGED = "the file changed while it was being ingested; ingest it again"
 
 # Bump when parsing or chunking changes what a file becomes, or what is stored per chunk (v5: answer-unit
 # vectors; v6: answer units follow sentences across hard line breaks, so their saved vectors must be
@@ -255,10 +260,16 @@ class Ingestor:
                 raise UnreadableDocument(f"cannot read the file ({exc.strerror or type(exc).__name__})") from exc
             self._check_size(name, len(data))
             if content_hash(data) != digest:
-                raise UnreadableDocument("the file changed while it was being ingested; ingest it again")
+                raise UnreadableDocument(FILE_CHANGED)
             return parse_isolated(path, data, limits)
 
-        return SourceDocument(name, digest, load, label=str(path))
+        def unchanged_since_read() -> bool:
+            try:
+                return file_content_hash(path) == digest
+            except OSError:
+                return False
+
+        return SourceDocument(name, digest, load, label=str(path), unchanged_since_read=unchanged_since_read)
 
     def _check_size(self, name: str, size: int) -> None:
         limit = self.settings.max_upload_bytes
@@ -407,13 +418,18 @@ class Ingestor:
         """Begin, embed, write and flip one group. Whatever fails, every document of the group ends
         `ready` with its chunks in the KB's current collection, or `failed` with a reason: never
         `processing` once this returns, never ready without chunks, and its lease is released."""
+        changed = [p for p in group if p.source.unchanged_since_read and not p.source.unchanged_since_read()]
+        refused = [DocumentResult(p.source.name, "failed", error=f"{p.source.name}: {FILE_CHANGED}") for p in changed]
+        group = [p for p in group if p not in changed]
+        if not group:
+            return refused
         try:
             pendings = self.store.registry.begin_versions(kb, [(p.source.name, p.source.content_hash) for p in group])
         except RegistryConflict as exc:  # the KB was deleted meanwhile: nothing was begun
-            return [DocumentResult(p.source.name, "failed", error=f"{p.source.name}: {exc}") for p in group]
+            return refused + [DocumentResult(p.source.name, "failed", error=f"{p.source.name}: {exc}") for p in group]
         written: list[str] = []  # collections this group's chunks went into
         try:
-            return self._write_and_publish(kb, group, pendings, bar, written)
+            return refused + self._write_and_publish(kb, group, pendings, bar, written)
         except BaseException as exc:
             reason = _reason(exc)
             if isinstance(exc, Exception):
@@ -425,7 +441,8 @@ class Ingestor:
                 self._drop_versions(kb, collection, [(p.document, p.version) for p in pendings])
             if not isinstance(exc, Exception):
                 raise  # KeyboardInterrupt and the like: cleaned up, then on their way
-            return [DocumentResult(p.source.name, "failed", error=f"{p.source.name}: {reason}") for p in group]
+            failed = [DocumentResult(p.source.name, "failed", error=f"{p.source.name}: {reason}") for p in group]
+            return refused + failed
 
     def _write_and_publish(
         self, kb: str, group: list[_Prepared], pendings: list[PendingVersion], bar, written: list[str]
