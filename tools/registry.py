@@ -463,6 +463,16 @@ class Registry:
     def live_snapshot(self, kb: str) -> tuple[int, dict[str, int], int]:
         """(generation, {document: live version}, total live chunks), read in one transaction: what is
         derived from it (a keyword index) is labelled with the generation it really shows."""
+        generation, rows = self._live_rows(kb)
+        return generation, {r["name"]: r["live_version"] for r in rows}, sum(int(r["live_chunks"]) for r in rows)
+
+    def live_chunk_counts(self, kb: str) -> tuple[int, dict[str, tuple[int, int]]]:
+        """(generation, {document: (live version, its chunks)}), read in one transaction."""
+        generation, rows = self._live_rows(kb)
+        return generation, {r["name"]: (int(r["live_version"]), int(r["live_chunks"])) for r in rows}
+
+    def _live_rows(self, kb: str) -> tuple[int, list]:
+        """The KB's generation and its live documents' rows, from one consistent read snapshot."""
         with self._connect() as db:
             db.execute("BEGIN")  # deferred: one consistent read snapshot (WAL), no write lock
             try:
@@ -473,23 +483,7 @@ class Registry:
                 ).fetchall()
             finally:
                 db.execute("COMMIT")
-        generation = -1 if row is None else int(row[0])
-        return generation, {r["name"]: r["live_version"] for r in rows}, sum(int(r["live_chunks"]) for r in rows)
-
-    def live_chunk_counts(self, kb: str) -> tuple[int, dict[str, tuple[int, int]]]:
-        """(generation, {document: (live version, its chunks)}), read in one transaction."""
-        with self._connect() as db:
-            db.execute("BEGIN")
-            try:
-                row = db.execute("SELECT generation FROM kbs WHERE name = ?", (kb,)).fetchone()
-                rows = db.execute(
-                    "SELECT name, live_version, live_chunks FROM documents WHERE kb = ? AND live_version IS NOT NULL",
-                    (kb,),
-                ).fetchall()
-            finally:
-                db.execute("COMMIT")
-        generation = -1 if row is None else int(row[0])
-        return generation, {r["name"]: (int(r["live_version"]), int(r["live_chunks"])) for r in rows}
+        return (-1 if row is None else int(row[0])), rows
 
     def begin_version(self, kb: str, document: str, content_hash: str) -> PendingVersion:
         """Record a new version as `processing`; the live version (if any) stays live."""
