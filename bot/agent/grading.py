@@ -164,6 +164,7 @@ class QueryTerms:
     words: tuple[str, ...]  # Chinese words, matched as written
 
     @classmethod
+    @lru_cache(maxsize=1024)  # asked for each evidence chunk a probe re-ranks: the same query, eight times
     def of(cls, query: str) -> QueryTerms:
         if not has_cjk(query):
             return cls(frozenset(asked_terms(query)), ())
