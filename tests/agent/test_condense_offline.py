@@ -49,7 +49,8 @@ def test_a_like_for_like_swap_still_replaces() -> None:
         (
             "what if I don't spend it all?",
             "what's the learning budget per year?",
-            "what's the learning budget per year if I don't spend it all?",
+            # It was "what's the learning budget per year if I don't spend it all?", which asked the amount again.
+            "What happens to the learning budget if I don't spend it all?",
         ),
         ("and then what?", "how long does a release sit on staging?", "What happens after release sit staging?"),
         ("and if not?", "Must the canary pass before promotion?", "What happens if not canary pass promotion?"),
