@@ -286,6 +286,9 @@ def condense_offline(
         # "and who led it?" after "how much did we raise in the series A?": who led the series A;
         # "How often should I check it?" after "What pressure should I pump…": pressure.
         return resolved
+    asked = asked_about(previous) if subject is None and not _POSSESSIVE_PRONOUNS.search(core) else None
+    if asked and _SUBJECT_PRONOUNS.search(core):
+        return _SUBJECT_PRONOUNS.sub(asked, core, count=1)  # what the previous question asked about
     renumbered = _renumbered(core, previous)
     if renumbered is not None:
         return renumbered  # "what about tier 4?" after "…in tier 2 cities?": the same question, tier 4
@@ -463,6 +466,7 @@ def _resolve_thing(core: str, topic: str) -> str | None:
 # "who led the series A?" → "Ridgeway Partners led it.": a "they" in the next turn is the answer's name.
 _ASKS_FOR_NAME = re.compile(r"^\s*(?:who|whom|who['’]s|which)\b", re.I)
 _PERSON_PRONOUN = re.compile(r"\b(he|him|his|she|her|hers|they|them|their)\b", re.I)
+_SINGLE_PERSON_PRONOUN = re.compile(r"\b(he|him|his|she|her|hers)\b", re.I)
 _NAME_WORDS = re.compile(r"\b[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*")
 
 
@@ -474,7 +478,8 @@ def _latest_answer(history: Sequence[Turn]) -> str:
 def answer_entity(previous: str, history: Sequence[Turn]) -> str | None:
     """The name a who/which question was answered with: the first name in the answer's first sentence that the
     question did not say. A single capitalised word starting the sentence is not taken for a name."""
-    if not _ASKS_FOR_NAME.match(previous):
+    # "who was his mother?" or "who did Anna Vissi marry?" keeps its own person: the thread is still about them.
+    if not _ASKS_FOR_NAME.match(previous) or _PERSON_PRONOUN.search(previous) or main_subject(previous):
         return None
     first = re.split(r"(?<=[.!?])\s+|\s*\[\d+\]", _latest_answer(history).strip(), maxsplit=1)[0]
     said = {w.lower() for w in re.findall(r"[\w'’-]+", previous)}
@@ -490,7 +495,9 @@ def answer_entity(previous: str, history: Sequence[Turn]) -> str | None:
 def _resolve_person(core: str, name: str, asked: str) -> str | None:
     """`core` with its first pronoun replaced by the name a who/which question was answered with (a person
     pronoun after "who", a thing's after "which")."""
-    pattern = _PERSON_PRONOUN if re.match(r"\s*who", asked, re.I) else _THING_PRONOUN
+    # "they" after "who …?" is as often the group the thread is about ("Who was in the band?" … "Did they record an
+    # album?") as the answer's name: only "he"/"she" are taken for the answer's person.
+    pattern = _SINGLE_PERSON_PRONOUN if re.match(r"\s*who", asked, re.I) else _THING_PRONOUN
     match = pattern.search(core)
     if not match:
         return None
