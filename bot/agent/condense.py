@@ -180,7 +180,12 @@ def compares(question: str) -> bool:
 
 
 def is_follow_up(question: str) -> bool:
-    if _CONNECTIVE.match(question) or _CJK_CONNECTIVE.match(question) or compares(question):
+    if (
+        _CORRECTION.match(question)
+        or _CONNECTIVE.match(question)
+        or _CJK_CONNECTIVE.match(question)
+        or compares(question)
+    ):
         return True
     if not has_cjk(question) and asks_what_next(question) and len(content_words(question)) <= 2:  # "what's next?"
         return True
@@ -304,6 +309,9 @@ def condense_offline(
         if named:
             rest = re.sub(rf"\s*\b(?:in|at|for|on|of)?\s*\b{re.escape(named[-1])}\b", "", previous, count=1, flags=re.I)
             return f"{rest.strip().rstrip('?？.').strip()} {core.rstrip('?').strip()}?"
+    other = _the_other(core, previous, names_answered)
+    if other:
+        return other  # "what about the other plan?" after "how much is Starter?", answered with Starter and Growth
     new_names, old_names = _names(question), _names(previous)
     bare = _bare_entity(core, new_words) if _CONNECTIVE.match(question) else []
     if not old_names and bare:
@@ -528,7 +536,7 @@ def _corrected(question: str, previous: str) -> str | None:
     for shape in (r"\b[A-Z]{2,5}\b", r"(?<!^)\b[A-Z][a-z][\w'’-]*"):
         # An acronym is a name even when it spells a stopword ("US").
         acronym = not shape.startswith("(?<!^)")
-        new = [w for w in re.findall(shape, rest) if acronym or w.lower() not in STOPWORDS]
+        new = [w for w in re.findall(shape.removeprefix("(?<!^)"), rest) if acronym or w.lower() not in STOPWORDS]
         old = [
             w for w in re.findall(shape, previous.strip()) if w not in new and (acronym or w.lower() not in STOPWORDS)
         ]
@@ -665,18 +673,36 @@ def _bare_entity(core: str, new_words: list[str]) -> list[str]:
     return new_words[:1]
 
 
+_THE_OTHER = re.compile(r"\bthe other\s+(?:one|[\w-]+)\b", re.I)
+
+
+def _the_other(core: str, previous: str, names_answered: set[str]) -> str | None:
+    """The previous question about the other name, when the question named one and the answer one more."""
+    if not _THE_OTHER.search(core):
+        return None
+    said = content_words(previous)
+    asked = [w for w in said if w in names_answered or w in _names(previous)]
+    others = names_answered - set(said)
+    if len(asked) != 1 or len(others) != 1:
+        return None
+    (other,) = others
+    return re.sub(rf"\b{re.escape(asked[0])}\b", other.capitalize(), previous, count=1, flags=re.I)
+
+
 def asks_for_something_else(question: str, history: Sequence[Turn]) -> bool:
     """Whether a follow-up asks for what the previous answer did not say: what comes next ("and then?",
     "and if I don't?"), or the same question about someone or something else ("and for contractors?"). Its
     answer does not lead with the sentence the thread was just told (bot.agent.answering, `avoid`)."""
-    if asks_what_next(question):
-        return True
+    if asks_what_next(question) or _CORRECTION.match(question):
+        return True  # "no, I meant the EU one": what the thread was told answered another question
     previous = [t.text for t in history[-MAX_HISTORY_TURNS:] if t.role == "user" and t.text.strip()]
     if not previous or has_cjk(question) or not _CONNECTIVE.match(question):
         return False
     core = _CONNECTIVE.sub("", question).strip()
     if _CONDITION.match(core) or any(t in _PRONOUNS for t in raw_tokens(_EXISTENTIAL_THERE.sub(" ", core))):
         return False  # "and after five years?" narrows the same question; "and who led it?" asks about it
+    if _THE_OTHER.search(core):
+        return True  # "what about the other plan?": not the one asked about
     asked_before = set(content_words(previous[-1]))
     return _renumbered(core, previous[-1]) is not None or any(w not in asked_before for w in content_words(core))
 
