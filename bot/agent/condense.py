@@ -493,6 +493,8 @@ def answer_entity(previous: str, history: Sequence[Turn]) -> str | None:
     if not _ASKS_FOR_NAME.match(previous) or _PERSON_PRONOUN.search(previous) or main_subject(previous):
         return None
     first = re.split(r"(?<=[.!?])\s+|\s*\[\d+\]", _latest_answer(history).strip(), maxsplit=1)[0]
+    # An aside is not the answer: "Feature: SSO (SAML); Enterprise: Included" answers with Enterprise.
+    first = re.sub(r"\([^)]*\)", " ", first)
     said = {w.lower() for w in re.findall(r"[\w'’-]+", previous)}
     for match in _NAME_WORDS.finditer(first):
         words = [w for w in match.group(0).split() if w.lower() not in STOPWORDS]
