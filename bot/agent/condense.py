@@ -79,6 +79,13 @@ _QUESTION_WORDS = {
     "should",
     "would",
     "will",
+    # Contractions: "what's the learning budget?" carried "what's" as if it were a term.
+    "what's",
+    "whats",
+    "how's",
+    "who's",
+    "where's",
+    "when's",
 }
 # Proper-noun-ish phrases: capitalised words not at a sentence start, e.g. "Anna Vissi", "Shanghai office".
 _CAPITALISED = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][\w'’-]+(?:\s+(?:of|the|de|van|von)?\s*[A-Z][\w'’-]+)*)")
@@ -112,6 +119,7 @@ _ASKED_ABOUT = re.compile(
 )
 
 
+_NOT_USED = re.compile(rf"\b{_NOT}\s+(?:use|spend|take|claim|redeem)\b", re.I)
 _MODALS = frozenset(["need", "needs", "have", "has", "must", "required", "supposed", "allowed", "able"])
 
 
@@ -173,7 +181,12 @@ def compares(question: str) -> bool:
 
 
 def is_follow_up(question: str) -> bool:
-    if _CONNECTIVE.match(question) or _CJK_CONNECTIVE.match(question) or compares(question):
+    if (
+        _CORRECTION.match(question)
+        or _CONNECTIVE.match(question)
+        or _CJK_CONNECTIVE.match(question)
+        or compares(question)
+    ):
         return True
     if not has_cjk(question) and asks_what_next(question) and len(content_words(question)) <= 2:  # "what's next?"
         return True
@@ -224,6 +237,12 @@ def condense_offline(
         context = "".join(ch for ch in previous if ch not in "？?。！!，,")
         return f"{context} {core}".strip() if core else context
 
+    if _CORRECTION.match(question):
+        # "no, I meant the EU one": the previous question about the other name, or else an ellipsis of it.
+        corrected = _corrected(question, previous)
+        if corrected:
+            return corrected
+        question = f"what about {_CORRECTION.sub('', question)}"
     core = _CONNECTIVE.sub("", question).strip()
     if asks_what_next(question):
         condition = re.sub(r"^\s*(?:and|but|so|ok(?:ay)?)?[\s,]*(?:what\s+)?", "", question).rstrip("?.! ")
@@ -236,19 +255,48 @@ def condense_offline(
             if not re.match(r"(?:if|when)\b", condition, re.I):
                 condition = f"if {condition}"
             duty = _DUTY.search(previous)
-            return f"What happens {condition} {duty.group(1).strip() if duty else asked}?"
+            rewrite = f"What happens {condition} {duty.group(1).strip() if duty else asked}?"
+            # What is not done is what the answer said must be done ("you must acknowledge within 5 minutes"):
+            # its words are the ones a document's "if not …" sentence repeats.
+            told = _answer_duty(history)
+            return f"{rewrite} ({told})" if told else rewrite
         if re.match(r"(?:if|when)\b", condition, re.I):
-            # "what if I don't spend it all?": the previous question, under that condition.
+            # "what if I don't spend it all?" after "what's the learning budget per year?": what happens to the
+            # budget then, not the budget's amount again; the previous question under that condition when it
+            # names no thing.
+            topic = topic_of(previous, named_only=True)
+            if topic:
+                # What is not used or spent, a policy calls "unused" ("Unused budget does not roll over").
+                unused = " (unused)" if _NOT_USED.search(condition) else ""
+                return f"What happens to {topic} {condition}?{unused}"
             return f"{previous.strip().rstrip('?？.').strip()} {condition}?"
         return f"What happens after {asked}?"  # "and then what?"
+    if _CONNECTIVE.match(question) and _stands_alone(core):
+        return core  # "and how do I book a meeting room?": a new question, not the thread's
+    # "and if it's over 7,500?": a condition on the previous question, whose pronoun is that question's thing.
+    conditional = bool(_WHAT_IF.match(question))
+    action = None if conditional else _resolve_action(core, previous)
+    if action:
+        return action  # "how do I do that?" after "can I carry over vacation days?"
+    name = None if conditional else answer_entity(previous, history)
+    resolved = _resolve_person(core, name, previous) if name else None
+    if resolved:
+        return resolved  # "when did they invest?" after "who led the series A?" → "Ridgeway Partners …"
     subject = main_subject(previous) or (main_subject(user_turns[0]) if len(user_turns) > 1 else None)
-    if subject is None and _SUBJECT_PRONOUNS.search(core) and not _POSSESSIVE_PRONOUNS.search(core):
-        subject = asked_about(previous)  # "How often should I check it?" after "What pressure…": pressure
     if subject and (_SUBJECT_PRONOUNS.search(core) or _POSSESSIVE_PRONOUNS.search(core)):
         # The subject now stands in for the pronoun: the question is complete as it is.
         if _POSSESSIVE_PRONOUNS.search(core):
             return _POSSESSIVE_PRONOUNS.sub(f"{subject}'s", core, count=1)
         return _SUBJECT_PRONOUNS.sub(subject, core, count=1)
+    topic = topic_of(previous) if subject is None and not conditional and _THING_PRONOUN.search(core) else None
+    resolved = _resolve_thing(core, topic) if topic else None
+    if resolved:
+        # "and who led it?" after "how much did we raise in the series A?": who led the series A;
+        # "How often should I check it?" after "What pressure should I pump…": pressure.
+        return resolved
+    asked = asked_about(previous) if subject is None and not _POSSESSIVE_PRONOUNS.search(core) else None
+    if asked and _SUBJECT_PRONOUNS.search(core):
+        return _SUBJECT_PRONOUNS.sub(asked, core, count=1)  # what the previous question asked about
     renumbered = _renumbered(core, previous)
     if renumbered is not None:
         return renumbered  # "what about tier 4?" after "…in tier 2 cities?": the same question, tier 4
@@ -264,6 +312,9 @@ def condense_offline(
         if named:
             rest = re.sub(rf"\s*\b(?:in|at|for|on|of)?\s*\b{re.escape(named[-1])}\b", "", previous, count=1, flags=re.I)
             return f"{rest.strip().rstrip('?？.').strip()} {core.rstrip('?').strip()}?"
+    other = _the_other(core, previous, names_answered)
+    if other:
+        return other  # "what about the other plan?" after "how much is Starter?", answered with Starter and Growth
     new_names, old_names = _names(question), _names(previous)
     bare = _bare_entity(core, new_words) if _CONNECTIVE.match(question) else []
     if not old_names and bare:
@@ -275,9 +326,21 @@ def condense_offline(
     # "after five years" measures the previous question's thing, it does not replace "days" by "years".
     measures = _quantified(new_words, core) - _quantified(carried, previous)
     replacements = {old: new for old, new in replacements.items() if new not in measures}
+    if not replacements and bare and not new_names and len(new_words) <= 2:
+        phrase = " ".join(w for w in re.findall(r"[\w'’-]+", core) if w.lower() not in _DETERMINERS)
+        swapped = _slot_swapped(previous, phrase, similarity)
+        if swapped:
+            return swapped  # "what about contractors?" after "… does the primary caregiver get?"
     if not replacements and _CONDITION.match(core):
         return f"{previous.strip().rstrip('?？.').strip()} {core.rstrip('?').strip()}?"
-    if replacements and len(new_words) <= MAX_SUBSTITUTION_WORDS:
+    if not replacements and _WHAT_IF.match(question):
+        # "what if I'm remote?": the previous question, under that condition.
+        condition = re.sub(r"^\s*if\b\s*", "", core).rstrip("?").strip()
+        return f"{previous.strip().rstrip('?？.').strip()} if {condition}?"
+    # A question of its own ("what happens to their data after they cancel?") is not the previous one with a word
+    # swapped: only an ellipsis is.
+    swappable = bool(_CONNECTIVE.match(question)) or not _asks_own_question(core)
+    if replacements and swappable and len(new_words) <= MAX_SUBSTITUTION_WORDS:
         # "and for contractors?" after "How much parental leave do employees get?" is that question
         # with one word swapped: the best standalone rewrite is exactly that.
         rewritten = previous
@@ -293,6 +356,263 @@ def condense_offline(
 
 
 MAX_SUBSTITUTION_WORDS = 3
+# "and how do I book a meeting room?" asks a question of its own; "so when should i not deploy classic?" (two words)
+# still leans on the thread.
+MIN_OWN_QUESTION_WORDS = 3
+_WHAT_IF = re.compile(r"^\s*(?:and|but|so)?[\s,]*(?:what\s+)?if\b", re.I)
+
+
+def _stands_alone(core: str) -> bool:
+    """A question of its own after the connective: a wh-word, enough words of its own, no pronoun."""
+    tokens = raw_tokens(_EXISTENTIAL_THERE.sub(" ", core))
+    return (
+        _asks_own_question(core)
+        and len(content_words(core)) >= MIN_OWN_QUESTION_WORDS
+        and not any(t in _PRONOUNS for t in tokens)
+    )
+
+
+def _asks_own_question(core: str) -> bool:
+    """Whether `core` starts with a wh-word ("how do I …", "what's …"): a question of its own."""
+    words = raw_tokens(core)
+    return bool(words) and words[0] in {"what", "how", "who", "whom", "when", "where", "why", "which"} | {
+        w for w in _QUESTION_WORDS if "'" in w or w == "whats"
+    }
+
+
+_MUST = re.compile(
+    r"\b(?:must|need to|needs to|have to|has to|(?:is|are) required to|should)\s+([^.;!?\[\]]+)",
+    re.I,
+)
+
+
+def _answer_duty(history: Sequence[Turn]) -> str | None:
+    """What the latest answer's first sentence says must be done ("acknowledge within 5 minutes")."""
+    first = re.split(r"(?<=[.!?])\s+|\s*\[\d+\]", _latest_answer(history).strip(), maxsplit=1)[0]
+    match = _MUST.search(first)
+    return match.group(1).strip(" ,") if match else None
+
+
+# --- what the previous turn was about, for a pronoun, a "what if …" or a swapped slot to stand for ---------------
+
+# "what's the learning budget per year?", "how long is paid leave for the secondary caregiver?": the thing asked about
+# is the subject of "is".
+_COPULAR_SUBJECT = re.compile(
+    r"^\s*(?:what|which|who|where|when|how\s+(?:long|much|many|often|big|far|old))"
+    r"(?:['’]?s\b|\s+(?:is|are|was|were)\b)\s*(.+?)[\s?.!]*$",
+    re.I,
+)
+_DETERMINERS = frozenset(["the", "a", "an", "our", "my", "your"])
+_PHRASE_LINKS = frozenset(["of", "from", "for"])
+_PHRASE_STOP = STOPWORDS | _QUESTION_WORDS | {"per"}
+# "a year", "a month": a rate, not a thing ("how many vacation days do I get a year?").
+_TIME_UNITS = frozenset(["year", "month", "week", "day", "night", "quarter", "hour", "minute"])
+_RATE = re.compile(rf"\s+(?:per|a|an|each|every)\s+(?:{'|'.join(_TIME_UNITS)})s?$", re.I)
+
+
+def _is_phrase_word(word: str, previous: str | None) -> bool:
+    """A word inside a noun phrase: a content word, or the number or letter of a numbered thing ("series A")."""
+    low = word.lower()
+    if low not in _PHRASE_STOP:
+        return True
+    return previous is not None and (word.isdigit() or (len(word) == 1 and word.isupper()))
+
+
+def _determined_phrase(text: str) -> str | None:
+    """The first noun phrase with a determiner, with one "of/from/for" phrase after it: "an email from an investor",
+    "the series A", "the learning budget" (of "…per year")."""
+    words = re.findall(r"[\w'’-]+", text)
+    for i, word in enumerate(words):
+        if word.lower() not in _DETERMINERS:
+            continue
+        end = i + 1
+        while end < len(words) and _is_phrase_word(words[end], words[end - 1] if end > i + 1 else None):
+            end += 1
+        if end == i + 1 or (end == i + 2 and words[i + 1].lower() in _TIME_UNITS):
+            continue
+        if end + 1 < len(words) and words[end].lower() in _PHRASE_LINKS and not words[end + 1][:1].isdigit():
+            start = end + 1 + (words[end + 1].lower() in _DETERMINERS)
+            tail = start
+            while tail < len(words) and _is_phrase_word(words[tail], words[tail - 1] if tail > start else None):
+                tail += 1
+            if tail > start:
+                end = tail
+        return " ".join(words[i:end])
+    return None
+
+
+def topic_of(question: str, named_only: bool = False) -> str | None:
+    """What a question is about, as it said it: the subject of "what's …", the thing a "what X should…" asks
+    about, or (unless `named_only`) its first noun phrase with a determiner — "when do I have to submit my bank
+    details?" is about a deadline it does not name, not about the bank details. None when it names nothing."""
+    match = _COPULAR_SUBJECT.match(question)
+    if match and match.group(1).split()[0].lower() not in STOPWORDS - _DETERMINERS:
+        return _RATE.sub("", match.group(1)) or match.group(1)
+    return asked_about(question) or (None if named_only else _determined_phrase(question))
+
+
+def _plural(phrase: str) -> bool:
+    last = phrase.split()[-1].lower()
+    return last.endswith("s") and not last.endswith(("ss", "us", "is"))
+
+
+_THING_PRONOUN = re.compile(r"\b(it|its|that|this|they|them|their)\b", re.I)
+
+
+def _resolve_thing(core: str, topic: str) -> str | None:
+    """`core` with its first pronoun for a thing replaced by `topic`, when they agree: "it"/"that" for anything,
+    "they"/"them" for a plural; "that plan" is a determiner, not a pronoun."""
+    for match in _THING_PRONOUN.finditer(core):
+        word = match.group(1).lower()
+        after = re.findall(r"[\w'’-]+", core[match.end() :])
+        if word in ("that", "this") and after and after[0].lower() not in _PHRASE_STOP:
+            continue
+        if word in ("they", "them", "their") and not _plural(topic):
+            continue
+        replacement = f"{topic}'s" if word in ("its", "their") else topic
+        return core[: match.start()] + replacement + core[match.end() :]
+    return None
+
+
+# "who led the series A?" → "Ridgeway Partners led it.": a "they" in the next turn is the answer's name.
+_ASKS_FOR_NAME = re.compile(r"^\s*(?:who|whom|who['’]s|which)\b", re.I)
+_PERSON_PRONOUN = re.compile(r"\b(he|him|his|she|her|hers|they|them|their)\b", re.I)
+_SINGLE_PERSON_PRONOUN = re.compile(r"\b(he|him|his|she|her|hers)\b", re.I)
+_NAME_WORDS = re.compile(r"\b[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*")
+
+
+def _latest_answer(history: Sequence[Turn]) -> str:
+    answers = [t.text for t in history if t.role == "assistant" and t.text.strip() and not is_fixed_reply(t.text)]
+    return answers[-1] if answers else ""
+
+
+def answer_entity(previous: str, history: Sequence[Turn]) -> str | None:
+    """The name a who/which question was answered with: the first name in the answer's first sentence that the
+    question did not say. A single capitalised word starting the sentence is not taken for a name."""
+    # "who was his mother?" or "who did Anna Vissi marry?" keeps its own person: the thread is still about them.
+    if not _ASKS_FOR_NAME.match(previous) or _PERSON_PRONOUN.search(previous) or main_subject(previous):
+        return None
+    first = re.split(r"(?<=[.!?])\s+|\s*\[\d+\]", _latest_answer(history).strip(), maxsplit=1)[0]
+    # An aside is not the answer: "Feature: SSO (SAML); Enterprise: Included" answers with Enterprise.
+    first = re.sub(r"\([^)]*\)", " ", first)
+    said = {w.lower() for w in re.findall(r"[\w'’-]+", previous)}
+    for match in _NAME_WORDS.finditer(first):
+        words = [w for w in match.group(0).split() if w.lower() not in STOPWORDS]
+        at_start = not first[: match.start()].strip(" \"'“(")
+        if not words or all(w.lower() in said for w in words) or (at_start and len(match.group(0).split()) == 1):
+            continue
+        return " ".join(words)
+    return None
+
+
+def _resolve_person(core: str, name: str, asked: str) -> str | None:
+    """`core` with its first pronoun replaced by the name a who/which question was answered with (a person
+    pronoun after "who", a thing's after "which")."""
+    # "they" after "who …?" is as often the group the thread is about ("Who was in the band?" … "Did they record an
+    # album?") as the answer's name: only "he"/"she" are taken for the answer's person.
+    pattern = _SINGLE_PERSON_PRONOUN if re.match(r"\s*who", asked, re.I) else _THING_PRONOUN
+    match = pattern.search(core)
+    if not match:
+        return None
+    replacement = f"{name}'s" if match.group(1).lower() in ("his", "her", "hers", "their", "its") else name
+    return core[: match.start()] + replacement + core[match.end() :]
+
+
+# "how do I do that?" after "can I carry over vacation days?": "do that" is the action asked about.
+_DO_THAT = re.compile(r"\bdo\s+(?:that|it|this|so)\b", re.I)
+_ACTION_ASKED = re.compile(r"^\s*(?:can|could|may|should|must|do|shall)\s+(?:i|we)\s+(?:just\s+)?(.+?)[\s?.!]*$", re.I)
+
+
+def _resolve_action(core: str, previous: str) -> str | None:
+    action = _ACTION_ASKED.match(previous)
+    if not action or not _DO_THAT.search(core):
+        return None
+    return _DO_THAT.sub(action.group(1), core, count=1)
+
+
+# "no, I meant the EU one": the previous question, the name swapped.
+_CORRECTION = re.compile(r"^\s*(?:no|nope|sorry|oops|actually)?[\s,.!]*i\s+mean[t]?\b[\s,:]*", re.I)
+
+
+def _corrected(question: str, previous: str) -> str | None:
+    """The previous question with the one name the correction swaps: an acronym for an acronym ("US" → "EU"),
+    a capitalised name for a capitalised name ("London" → "Berlin")."""
+    rest = _CORRECTION.sub("", question)
+    for shape in (r"\b[A-Z]{2,5}\b", r"(?<!^)\b[A-Z][a-z][\w'’-]*"):
+        # An acronym is a name even when it spells a stopword ("US").
+        acronym = not shape.startswith("(?<!^)")
+        new = [w for w in re.findall(shape.removeprefix("(?<!^)"), rest) if acronym or w.lower() not in STOPWORDS]
+        old = [
+            w for w in re.findall(shape, previous.strip()) if w not in new and (acronym or w.lower() not in STOPWORDS)
+        ]
+        if len(new) == 1 and len(old) == 1:
+            return re.sub(rf"\b{re.escape(old[0])}\b", new[0], previous, count=1)
+    return None
+
+
+# "how much paid parental leave does the primary caregiver get?": the one who gets it, which "what about
+# contractors?" swaps.
+_INVERTED_SUBJECT = re.compile(
+    r"^\s*(?:how|what|which|when|where|why)\b.*?\s(do|does|did|can|will|should|would)\s+(.+)$", re.I
+)
+# "how many vacation days …", "max stops in …": what the question counts.
+_COUNTED = re.compile(
+    r"^\s*(?:how many|max(?:imum)?|min(?:imum)?|(?:the\s+)?(?:max(?:imum)?|min(?:imum)?\s+)?number of)\s+"
+    r"((?:[\w-]+\s+)?[\w-]+)",
+    re.I,
+)
+# The counted slot is known, so a swap into it takes a lower bar than a free one (SUBSTITUTION_SIMILARITY).
+COUNTED_SWAP_SIMILARITY = 0.3
+_PRONOUN_SUBJECTS = frozenset(["i", "we", "you", "they", "he", "she", "it", "one", "someone", "people"])
+
+
+def _inverted_subject(previous: str) -> tuple[str, str] | None:
+    """The subject between an auxiliary and its verb ("does | the primary caregiver | get"), with the auxiliary."""
+    match = _INVERTED_SUBJECT.match(previous)
+    if not match:
+        return None
+    words = re.findall(r"[\w'’-]+", match.group(2))
+    end = 0
+    while end < len(words) and (words[end].lower() in _DETERMINERS or words[end].lower() not in _PHRASE_STOP):
+        end += 1
+    # The verb ends the subject: a stopword ("get", "have") or, at the end of the question, its last word ("cost").
+    subject = words[: end - 1] if end == len(words) else words[:end]
+    content = [w for w in subject if w.lower() not in _DETERMINERS]
+    if not content or content[0].lower() in _PRONOUN_SUBJECTS:
+        return None
+    return " ".join(subject), match.group(1)
+
+
+def _slot_swapped(previous: str, phrase: str, similarity: Callable | None) -> str | None:
+    """The previous question with `phrase` (a bare noun phrase: "contractors", "sick days") in the slot it fills:
+    the inverted subject for a plural ("does the primary caregiver get" → "do contractors get"), or the counted
+    thing when the phrase is of its kind ("how many stops" → "how many vehicles")."""
+    if not _plural(phrase):
+        return None
+    subject = _inverted_subject(previous)
+    if subject:
+        old, aux = subject
+        swapped = re.sub(
+            rf"\b{re.escape(aux)}\s+{re.escape(old)}\b",
+            f"{'do' if aux.lower() == 'does' else aux} {phrase}",
+            previous,
+            count=1,
+        )
+        return swapped if swapped != previous else None
+    counted = _COUNTED.match(previous)
+    if not counted:
+        return None
+    words = counted.group(1).split()
+    words = words if _plural(" ".join(words)) else words[:1]
+    if not words or not _plural(words[-1]):
+        return None
+    old = " ".join(words)
+    same_head = words[-1].lower() == phrase.split()[-1].lower()
+    close = similarity is not None and float(similarity([phrase], [old])[0][0]) >= COUNTED_SWAP_SIMILARITY
+    if not (same_head or close):
+        return None
+    return previous[: counted.start(1)] + previous[counted.start(1) :].replace(old, phrase, 1)
+
 
 # "I have to acknowledge a page", "we need to finish the security awareness training": what the previous
 # question says must be done, as it said it.
@@ -358,18 +678,36 @@ def _bare_entity(core: str, new_words: list[str]) -> list[str]:
     return new_words[:1]
 
 
+_THE_OTHER = re.compile(r"\bthe other\s+(?:one|[\w-]+)\b", re.I)
+
+
+def _the_other(core: str, previous: str, names_answered: set[str]) -> str | None:
+    """The previous question about the other name, when the question named one and the answer one more."""
+    if not _THE_OTHER.search(core):
+        return None
+    said = content_words(previous)
+    asked = [w for w in said if w in names_answered or w in _names(previous)]
+    others = names_answered - set(said)
+    if len(asked) != 1 or len(others) != 1:
+        return None
+    (other,) = others
+    return re.sub(rf"\b{re.escape(asked[0])}\b", other.capitalize(), previous, count=1, flags=re.I)
+
+
 def asks_for_something_else(question: str, history: Sequence[Turn]) -> bool:
     """Whether a follow-up asks for what the previous answer did not say: what comes next ("and then?",
     "and if I don't?"), or the same question about someone or something else ("and for contractors?"). Its
     answer does not lead with the sentence the thread was just told (bot.agent.answering, `avoid`)."""
-    if asks_what_next(question):
-        return True
+    if asks_what_next(question) or _CORRECTION.match(question):
+        return True  # "no, I meant the EU one": what the thread was told answered another question
     previous = [t.text for t in history[-MAX_HISTORY_TURNS:] if t.role == "user" and t.text.strip()]
     if not previous or has_cjk(question) or not _CONNECTIVE.match(question):
         return False
     core = _CONNECTIVE.sub("", question).strip()
     if _CONDITION.match(core) or any(t in _PRONOUNS for t in raw_tokens(_EXISTENTIAL_THERE.sub(" ", core))):
         return False  # "and after five years?" narrows the same question; "and who led it?" asks about it
+    if _THE_OTHER.search(core):
+        return True  # "what about the other plan?": not the one asked about
     asked_before = set(content_words(previous[-1]))
     return _renumbered(core, previous[-1]) is not None or any(w not in asked_before for w in content_words(core))
 
