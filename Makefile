@@ -31,8 +31,8 @@ run: setup
 	$(BIN)/kbbot start --sync
 
 test: setup
-	$(BIN)/ruff check bot tools tests
-	$(BIN)/ruff format --check bot tools tests
+	$(BIN)/ruff check bot tools tests scripts
+	$(BIN)/ruff format --check bot tools tests scripts
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
@@ -40,8 +40,8 @@ bench: setup
 	$(BIN)/kbbot eval all
 
 lint: setup
-	$(BIN)/ruff check bot tools tests
-	$(BIN)/ruff format --check bot tools tests
+	$(BIN)/ruff check bot tools tests scripts
+	$(BIN)/ruff format --check bot tools tests scripts
 
 clean:
 	rm -rf $(VENV) .kbbot

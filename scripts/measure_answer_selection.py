@@ -97,7 +97,8 @@ def main() -> None:
     print(f"{len(answerable)} answerable SQuAD 2.0 questions; answer text contains a gold answer:")
     for name in hits:
         print(
-            f"  {name:22s} {hits[name] / len(answerable):.3f}   answer step mean {1000 * seconds[name] / len(answerable):.1f} ms"
+            f"  {name:22s} {hits[name] / len(answerable):.3f}   "
+            f"answer step mean {1000 * seconds[name] / len(answerable):.1f} ms"
         )
 
 

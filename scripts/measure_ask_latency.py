@@ -67,7 +67,8 @@ def ensure_corpus(service, dataset: Path) -> int:
     report = service.ingestor.ingest_texts(KB, records, progress=True)
     failed = [d for d in report.documents if d.status == "failed"]
     print(
-        f"ingested in {time.perf_counter() - started:.0f} s: {len(report.documents) - len(failed)} ok, {len(failed)} failed"
+        f"ingested in {time.perf_counter() - started:.0f} s: "
+        f"{len(report.documents) - len(failed)} ok, {len(failed)} failed"
     )
     return len(service.store.live_versions(KB))
 
@@ -171,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(f"SciFact KB: {documents} abstracts; {len(latencies)} questions, engine warm, offline, in-process")
     print(
-        f"ask latency: p50 {summary['p50_ms']} ms · p95 {summary['p95_ms']} ms · mean {summary['mean_ms']} ms · max {summary['max_ms']} ms"
+        f"ask latency: p50 {summary['p50_ms']} ms · p95 {summary['p95_ms']} ms · "
+        f"mean {summary['mean_ms']} ms · max {summary['max_ms']} ms"
     )
     print(f"answered {answered}/{len(latencies)}; mean rounds {summary['mean_rounds']}")
     print("mean per step (ms): " + ", ".join(f"{k} {v}" for k, v in summary["mean_step_ms"].items()))
