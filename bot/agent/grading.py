@@ -289,6 +289,12 @@ def missing_answer_type(
     if pattern is None or not units:
         return ""
     counted, terms = counted_terms(query, term_known)
+    # The count is held to the word only where the evidence uses it: "how many men …" may be answered by
+    # "91.3 males" in a passage that never says "men"; "10 active keys" does not count the webhook endpoints
+    # the same passages name.
+    used = set().union(*(content_terms(f"{e.chunk.header}\n{e.chunk.text}") for e in evidence[:UNIT_CHUNKS]))
+    if not terms <= used:
+        counted, terms = "", set()
     for unit in units:
         if about(unit, evidence) and pattern.search(unit.text) and (not terms or counts(unit.text, terms)):
             return ""
@@ -296,7 +302,9 @@ def missing_answer_type(
 
 
 _NUMBER_WORDS = frozenset(
-    ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "twenty"]
+    ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "dozen"]
+    + ["thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty", "thirty"]
+    + ["forty", "fifty", "sixty", "seventy", "eighty", "ninety", "hundred", "thousand", "million", "billion"]
 )
 _NUMERAL = re.compile(r"\d+(?:[.,]\d+)*")  # "10", "3,000"; not a code's digits ("v2", "2xx")
 _COUNT_REACH = 3  # a count and what it counts, at most two words apart ("22 closed Enterprise logos", "Tokens: 10")
