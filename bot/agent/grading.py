@@ -452,6 +452,10 @@ def near_misses(query: str, evidence: Sequence[Evidence], asked: str = "") -> li
         for phrase in name_phrases(query):
             if not any(_phrase_pattern(phrase).search(text) for text in texts) and phrase not in absent:
                 absent.append(phrase)
+        for tier in tier_variants(query, texts):  # as written: "Everything in Starter, plus …" is no "Starter Plus"
+            name, suffix = map(re.escape, tier.split())
+            if not any(re.search(rf"\b{name}[\s-]*{suffix}\b", text, re.I) for text in texts) and tier not in absent:
+                absent.append(tier)
         # the person's own message names the thing too: "and the premium plan?" may condense to "premium"
         own = asked.lower() if asked and asked != query and asks_about_names(asked) else ""
         for match in [*_NAMED_THING.finditer(query.lower()), *_NAMED_THING.finditer(own)]:
@@ -462,6 +466,24 @@ def near_misses(query: str, evidence: Sequence[Evidence], asked: str = "") -> li
             if not any(_near(word, head, text) for text in texts) and f"{word} {head}" not in absent:
                 absent.append(f"{word} {head}")
     return absent
+
+
+# What a product line adds to a tier's name to name another tier ("Starter Plus", "Growth Pro").
+_TIER_SUFFIX = re.compile(r"\b([a-z][\w-]*)\s+(plus|pro|premium|lite|ultra|advanced|elite|deluxe)\b", re.I)
+
+
+def tier_variants(query: str, texts: Sequence[str]) -> list[str]:
+    """A name the documents use (capitalised, as a name) with a tier's suffix they never give it: "starter
+    plus" when the pricing page names Starter, Growth and Enterprise. (The suffix on a word the documents do
+    not use as a name is no tier of theirs: "plus" in "the one plus the other".)"""
+    found = []
+    for match in _TIER_SUFFIX.finditer(query):
+        name = match.group(1)
+        if name.lower() in STOPWORDS or name.lower() in _GENERIC_MODIFIERS:
+            continue
+        if any(re.search(rf"(?<![.!?]\s)(?<!^)\b{re.escape(name.capitalize())}\b", text) for text in texts):
+            found.append(f"{name} {match.group(2)}")
+    return found
 
 
 # A rank or grade of a thing ("tier 4", "level 5", "series E", "phase 2"): as named as a code is.

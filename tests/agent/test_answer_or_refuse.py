@@ -325,3 +325,16 @@ def test_a_condensed_follow_up_is_held_to_the_thing_its_own_message_names():
 
     assert not verdict.sufficient
     assert "premium plan" in verdict.reason
+
+
+def test_a_tier_suffix_the_documents_never_give_a_name_is_a_near_miss():
+    pricing = _evidence(
+        "pricing.md",
+        "Basic: up to 25 vehicles. Scale: up to 200 vehicles.\n- Everything in Scale, plus geofences and analytics.",
+        0.5,
+        0.5,
+    )
+
+    assert grading.near_misses("how many vehicles do you get on scale plus?", [pricing]) == ["scale plus"]
+    assert grading.near_misses("how many vehicles do you get on scale?", [pricing]) == []
+    assert grading.near_misses("is there a plus side to the annual plan?", [pricing]) == []  # no name before it
