@@ -337,4 +337,4 @@ def test_a_tier_suffix_the_documents_never_give_a_name_is_a_near_miss():
 
     assert grading.near_misses("how many vehicles do you get on scale plus?", [pricing]) == ["scale plus"]
     assert grading.near_misses("how many vehicles do you get on scale?", [pricing]) == []
-    assert grading.near_misses("is there a plus side to the annual plan?", [pricing]) == []  # no name before it
+    assert grading.near_misses("is there a plus side to more vehicles?", [pricing]) == []  # no name before it
