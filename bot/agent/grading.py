@@ -240,6 +240,9 @@ def grade_offline(
         return Verdict(False, f"the evidence found never mentions {', '.join(absent)}{said}", missing=", ".join(absent))
     if has_cjk(query):
         return grade_cjk(query, evidence, units, term_known)
+    apart = names_apart(query, units, evidence)
+    if apart:
+        return Verdict(False, f"no sentence of the evidence names {' and '.join(apart)} together", missing=query)
     untyped = missing_answer_type(query, units, evidence, term_known)
     if untyped:
         return Verdict(False, f"the evidence found gives no {untyped} for it", missing=query)
@@ -273,6 +276,29 @@ def grade_offline(
         relevant,
         missing=query,
     )
+
+
+_ACRONYM = re.compile(r"\b[A-Z][A-Z0-9]{2,}\b")  # "EBITDA", "CFO", "SSO" (not "R&D": often written out)
+_QUANTITY = re.compile(r"^\d+(?:[.,]\d+)?[a-z]{1,3}$", re.I)  # "5s", "10k", "2x": amounts, not names
+
+
+def names_apart(query: str, units: Sequence[UnitMatch], evidence: Sequence[Evidence]) -> list[str]:
+    """The names of a question that asks about a coded thing ("Q1", "FY2027", "v2") and something else by name
+    ("EBITDA"), when no one unit (with its section's heading) names them all: the EBITDA of the year and the
+    revenue of its first quarter do not give the EBITDA of that quarter. Empty when the units are unknown."""
+    if not units or not asks_about_names(query):
+        return []
+    coded = [n for n in identifiers(query) if any(c.isdigit() for c in n) and not _QUANTITY.match(n)]
+    if not coded:
+        return []
+    names = list(dict.fromkeys([*coded, *(m.group(0) for m in _ACRONYM.finditer(query))]))
+    if len(names) < 2:
+        return []
+    for unit in units:
+        text = f"{evidence[unit.rank].chunk.header}\n{unit.text}" if unit.rank < len(evidence) else unit.text
+        if all(any(mentions(text, s) for s in spellings(name)) for name in names):
+            return []
+    return names
 
 
 def missing_answer_type(

@@ -338,3 +338,22 @@ def test_a_tier_suffix_the_documents_never_give_a_name_is_a_near_miss():
     assert grading.near_misses("how many vehicles do you get on scale plus?", [pricing]) == ["scale plus"]
     assert grading.near_misses("how many vehicles do you get on scale?", [pricing]) == []
     assert grading.near_misses("is there a plus side to more vehicles?", [pricing]) == []  # no name before it
+
+
+def test_a_coded_period_and_a_measure_stated_apart_are_not_the_measure_of_that_period():
+    plan = _evidence("plan.md", "Metric | FY2031 plan\nMargin | 12%\nOPEX | $40M", 0.5, 0.5)
+    quarters = _evidence("quarters.md", "Quarter: Q2 FY2031; Revenue target: $9M", 0.45, 0.5)
+    units = [
+        grading.UnitMatch(0, "Metric: OPEX; FY2031 plan: $40M", 0.55, 0.67, typed=True),
+        grading.UnitMatch(1, "Quarter: Q2 FY2031; Revenue target: $9M", 0.50, 0.67, typed=True),
+    ]
+
+    assert grading.names_apart("what's the OPEX target for Q2 FY2031?", units, [plan, quarters]) == [
+        "Q2",
+        "FY2031",
+        "OPEX",
+    ]
+    assert grading.names_apart("what OPEX is planned for FY2031?", units, [plan, quarters]) == []
+    assert grading.names_apart("what's the revenue target for Q2 FY2031?", units, [plan, quarters]) == []
+    # an amount is no name: "over 5s" need not be written as such
+    assert grading.names_apart("which SEV is p99 over 5s?", units, [plan, quarters]) == ["p99", "SEV"]
