@@ -37,7 +37,12 @@ _HOW_MUCH = re.compile(
     r"\bhow (many|much)\b|\b(max|maximum|minimum|limit|price|cost|rate|budget|cap|allowance|percent(age)?)\b|多少|几",
     re.I,
 )
-_NUMBER = re.compile(r"\d|[一二三四五六七八九十百千万]|\b(one|two|three|four|five|six|seven|eight|nine|ten)\b", re.I)
+_NUMBER = re.compile(
+    r"\d|[一二三四五六七八九十百千万]|\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|dozen"
+    r"|(?:thir|four|fif|six|seven|eigh|nine)teen|(?:twen|thir|for|fif|six|seven|eigh|nine)ty|hundred|thousand"
+    r"|million|billion)\b",
+    re.I,
+)
 
 # (what the question asks, what a sentence answering it contains), most specific first.
 CUES: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = (
@@ -46,6 +51,26 @@ CUES: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = (
     (_WHEN, _DATE_OR_TIME),
     (_HOW_MUCH, _NUMBER),
 )
+# "What's the admin fee?", "what does starter cost?": only an amount of money (or "free") answers; a sentence
+# about the plan that names no price does not.
+# (The word names what is asked, not a thing it qualifies: "price controls", "cost centre" ask no price.)
+_PRICE_ASKED = re.compile(
+    r"^\W*(?:what|how much)\b.*\b(?:fees?|prices?|costs?|charges?)\b"
+    r"(?=\s*(?:[?.!,]|$|(?:of|for|on|per|to|if|when|in|at|with|do|does|is|are|would|will)\b))",
+    re.I,
+)
+_MONEY = re.compile(
+    r"[$€£¥]\s?\d|\d\s?(?:%|percent|usd|eur|gbp|cny|rmb|dollars?|euros?|pounds?|cents?|元|块)"
+    r"|\b(?:usd|eur|gbp|cny|rmb)\s?\d|\bfree\b|\bno (?:cost|charge|fee)\b|\bat cost\b|免费",
+    re.I,
+)
+# "What kubernetes version …?": a version number ("1.29", "v2", "PostgreSQL 15"), not a count of days.
+_VERSION_ASKED = re.compile(r"\bversions?\b|版本", re.I)
+_VERSION = re.compile(
+    r"\bv\d+(?:\.\d+)*\b|(?<![\w.-])\d+\.\d+(?:\.\d+)*(?![\w-])|\bversion\s+\d+"
+    r"|\b[A-Z][\w+#]*\s+\d+(?:\.\d+)*(?![\w.-])(?!\s*%)",
+)
+
 # The questions that only a fact of their kind answers, and what that fact is called: "how much extra is
 # heavy-goods routing?" is not answered by "available on request". (Not "how much" alone: "how much
 # leave …" is answered by "16 weeks", a figure in words the number pattern may miss; "how many/much"
@@ -54,6 +79,8 @@ REQUIRED: tuple[tuple[re.Pattern[str], re.Pattern[str], str], ...] = (
     (_HOW_OFTEN, _FREQUENCY, "frequency"),
     (_HOW_LONG, _DURATION, "duration"),
     (_WHAT_DAY, _DATE_OR_TIME, "day, date or time"),
+    (_VERSION_ASKED, _VERSION, "version"),
+    (_PRICE_ASKED, _MONEY, "price"),
     (re.compile(r"\bhow (many|much)\b|多少", re.I), _NUMBER, "figure"),
 )
 

@@ -146,13 +146,16 @@ def measure_coverage(query: str, evidence: Sequence[Evidence], term_known: Calla
 
 # "How many/long/often …" asks for a kind of fact (cues.py); the word after "how" is not a term the
 # answer repeats ("25 days" answers "how many days"). "What's" leaves a stopword behind its apostrophe.
-_HOW_WORD = re.compile(r"\bhow\s+(many|much|long|often|soon|quickly|fast|far|frequently|big|old)\b", re.I)
+_HOW_WORD = re.compile(
+    r"\bhow\s+(many|much|long|often|soon|quickly|fast|far|frequently|big|old)\b|\b(?:what|which)\s+(day|date|time)\b",
+    re.I,
+)
 _QUESTION_TERMS = frozenset(keyword_terms(" ".join(STOPWORDS), keep_stopwords=True))
 
 
 def asked_terms(query: str) -> set[str]:
     """The query's content terms that an answer would contain: not its question words."""
-    how = {t for m in _HOW_WORD.finditer(query) for t in keyword_terms(m.group(1), keep_stopwords=True)}
+    how = {t for m in _HOW_WORD.finditer(query) for t in keyword_terms(m.group(1) or m.group(2), keep_stopwords=True)}
     return {t for t in content_terms(query) if t not in _QUESTION_TERMS and t not in how}
 
 
@@ -238,7 +241,10 @@ def grade_offline(
         return Verdict(False, f"the evidence found never mentions {', '.join(absent)}{said}", missing=", ".join(absent))
     if has_cjk(query):
         return grade_cjk(query, evidence, units, term_known)
-    untyped = missing_answer_type(query, units, evidence)
+    apart = names_apart(query, units, evidence)
+    if apart:
+        return Verdict(False, f"no sentence of the evidence names {' and '.join(apart)} together", missing=query)
+    untyped = missing_answer_type(query, units, evidence, term_known)
     if untyped:
         return Verdict(False, f"the evidence found gives no {untyped} for it", missing=query)
     best = max(evidence, key=lambda e: e.cosine)
@@ -273,16 +279,99 @@ def grade_offline(
     )
 
 
-def missing_answer_type(query: str, units: Sequence[UnitMatch], evidence: Sequence[Evidence]) -> str:
+_ACRONYM = re.compile(r"\b[A-Z][A-Z0-9]{2,}\b")  # "EBITDA", "CFO", "SSO" (not "R&D": often written out)
+_QUANTITY = re.compile(r"^\d+(?:[.,]\d+)?[a-z]{1,3}$", re.I)  # "5s", "10k", "2x": amounts, not names
+
+
+def names_apart(query: str, units: Sequence[UnitMatch], evidence: Sequence[Evidence]) -> list[str]:
+    """The names of a question that asks about a coded thing ("Q1", "FY2027", "v2") and something else by name
+    ("EBITDA"), when no one unit (with its section's heading) names them all: the EBITDA of the year and the
+    revenue of its first quarter do not give the EBITDA of that quarter. Empty when the units are unknown."""
+    if not units or not asks_about_names(query):
+        return []
+    coded = [n for n in identifiers(query) if any(c.isdigit() for c in n) and not _QUANTITY.match(n)]
+    if not coded:
+        return []
+    names = list(dict.fromkeys([*coded, *(m.group(0) for m in _ACRONYM.finditer(query))]))
+    if len(names) < 2:
+        return []
+    for unit in units:
+        text = f"{evidence[unit.rank].chunk.header}\n{unit.text}" if unit.rank < len(evidence) else unit.text
+        if all(any(mentions(text, s) for s in spellings(name)) for name in names):
+            return []
+    return names
+
+
+def missing_answer_type(
+    query: str,
+    units: Sequence[UnitMatch],
+    evidence: Sequence[Evidence],
+    term_known: Callable[[str], bool] = lambda term: True,
+) -> str:
     """What kind of fact the question asks for ("a number", "a duration") when no unit of the best evidence
     that is about the question supplies one: "how much extra is heavy-goods routing?" is not answered by
-    "available on request". Empty when it asks for no kind, or when the units are unknown."""
+    "available on request". A count must count the thing asked about: "how many webhook endpoints …?" is not
+    answered by "at most 10 active keys". Empty when it asks for no kind, or when the units are unknown."""
     kind, pattern = cues.required_kind(query)
     if pattern is None or not units:
         return ""
-    if any(about(u, evidence) and pattern.search(u.text) for u in units):
-        return ""
-    return kind
+    counted, terms = counted_terms(query, term_known)
+    # The count is held to the word only where the evidence uses it: "how many men …" may be answered by
+    # "91.3 males" in a passage that never says "men"; "10 active keys" does not count the webhook endpoints
+    # the same passages name.
+    used = set().union(*(content_terms(f"{e.chunk.header}\n{e.chunk.text}") for e in evidence[:UNIT_CHUNKS]))
+    if not terms <= used:
+        counted, terms = "", set()
+    for unit in units:
+        if about(unit, evidence) and pattern.search(unit.text) and (not terms or counts(unit.text, terms)):
+            return ""
+    return f"count of {counted}" if terms else kind
+
+
+_NUMBER_WORDS = frozenset(
+    ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "dozen"]
+    + ["thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty", "thirty"]
+    + ["forty", "fifty", "sixty", "seventy", "eighty", "ninety", "hundred", "thousand", "million", "billion"]
+)
+_NUMERAL = re.compile(r"\d+(?:[.,]\d+)*")  # "10", "3,000"; not a code's digits ("v2", "2xx")
+_COUNT_REACH = 3  # a count and what it counts, at most two words apart ("22 closed Enterprise logos", "Tokens: 10")
+
+
+def counts(text: str, terms: set[str]) -> bool:
+    """Whether `text` states a number next to one of `terms` ("at most 10 active keys" counts keys), or in
+    a table cell headed by one ("Token cost per request: 10")."""
+    for cell in text.split(";"):
+        key, colon, value = cell.partition(":")
+        if colon and terms & content_terms(key) and any(_NUMERAL.fullmatch(w) for w in re.findall(r"[\d.,]+", value)):
+            return True
+    words = re.findall(r"[\w][\w,.'-]*", text.lower())
+    stems = [set(keyword_terms(w)) for w in words]
+    for i, word in enumerate(words):
+        if _NUMERAL.fullmatch(word.rstrip(".,")) or word in _NUMBER_WORDS:
+            near = range(max(0, i - _COUNT_REACH), min(len(words), i + _COUNT_REACH + 1))
+            if any(terms & stems[j] for j in near if j != i):
+                return True
+    return False
+
+
+_HOW_MANY = re.compile(r"\bhow\s+many\s+((?:[a-z][\w-]*\s*){1,2})", re.I)
+
+
+def counted_terms(query: str, term_known: Callable[[str], bool]) -> tuple[str, set[str]]:
+    """What "how many …" counts ("webhook endpoints"): the words after it, up to a stopword, that the KB
+    uses. (A word it never uses is the asker's own — "trucks" for its "vehicles" — and holds no unit to it.)"""
+    match = _HOW_MANY.search(query)
+    if match is None:
+        return "", set()
+    words: list[str] = []
+    for word in match.group(1).lower().split():
+        if word in STOPWORDS:
+            break
+        words.append(word)
+    terms = {t for w in words for t in keyword_terms(w) if len(t) > 1}
+    if not terms or not all(term_known(t) for t in terms):
+        return "", set()
+    return " ".join(words), terms
 
 
 def about(unit: UnitMatch, evidence: Sequence[Evidence]) -> bool:
@@ -390,14 +479,38 @@ def near_misses(query: str, evidence: Sequence[Evidence], asked: str = "") -> li
         for phrase in name_phrases(query):
             if not any(_phrase_pattern(phrase).search(text) for text in texts) and phrase not in absent:
                 absent.append(phrase)
-        for match in _NAMED_THING.finditer(query.lower()):
+        for tier in tier_variants(query, texts):  # as written: "Everything in Starter, plus …" is no "Starter Plus"
+            name, suffix = map(re.escape, tier.split())
+            if not any(re.search(rf"\b{name}[\s-]*{suffix}\b", text, re.I) for text in texts) and tier not in absent:
+                absent.append(tier)
+        # the person's own message names the thing too: "and the premium plan?" may condense to "premium"
+        own = asked.lower() if asked and asked != query and asks_about_names(asked) else ""
+        for match in [*_NAMED_THING.finditer(query.lower()), *_NAMED_THING.finditer(own)]:
             word, head = match.group(1) or match.group(4), match.group(2) or match.group(3)
             if word in STOPWORDS or word in _GENERIC_MODIFIERS or any(word in a.lower() for a in absent):
                 continue
             # "the premium plan" is not answered by an insurance premium: the word must name that kind of thing
-            if not any(_near(word, head, text) for text in texts):
+            if not any(_near(word, head, text) for text in texts) and f"{word} {head}" not in absent:
                 absent.append(f"{word} {head}")
     return absent
+
+
+# What a product line adds to a tier's name to name another tier ("Starter Plus", "Growth Pro").
+_TIER_SUFFIX = re.compile(r"\b([a-z][\w-]*)\s+(plus|pro|premium|lite|ultra|advanced|elite|deluxe)\b", re.I)
+
+
+def tier_variants(query: str, texts: Sequence[str]) -> list[str]:
+    """A name the documents use (capitalised, as a name) with a tier's suffix they never give it: "starter
+    plus" when the pricing page names Starter, Growth and Enterprise. (The suffix on a word the documents do
+    not use as a name is no tier of theirs: "plus" in "the one plus the other".)"""
+    found = []
+    for match in _TIER_SUFFIX.finditer(query):
+        name = match.group(1)
+        if name.lower() in STOPWORDS or name.lower() in _GENERIC_MODIFIERS:
+            continue
+        if any(re.search(rf"(?<![.!?]\s)(?<!^)\b{re.escape(name.capitalize())}\b", text) for text in texts):
+            found.append(f"{name} {match.group(2)}")
+    return found
 
 
 # A rank or grade of a thing ("tier 4", "level 5", "series E", "phase 2"): as named as a code is.
@@ -456,14 +569,15 @@ def unnamed_kinds(
         return not any(term_known(t) for t in keyword_terms(word) if len(t) > 1)
 
     def joined_unknown(word: str) -> bool:
-        # (a second part the documents use is no name of theirs: "non-circular" beside "non-linear")
+        # (a second part the documents use is no name of theirs: "non-circular" beside "non-linear"; judged
+        # in the passages naming the siblings, not in every KB searched: "apac" in a sales plan does not make
+        # "production-apac" one of the deploy guide's environments)
         parts = word.split("-")
-        return (
-            len(parts) == 2
-            and modifier(parts[1])
-            and unknown(parts[1])
-            and any(re.search(rf"\b{re.escape(parts[0])}-[a-z0-9]+\b", text, re.I) for text in texts)
-        )
+        if len(parts) != 2 or not modifier(parts[1]) or any(mentions(text, word) for text in texts):
+            return False
+        family = [text for text in texts if re.search(rf"\b{re.escape(parts[0])}-[a-z0-9]+\b", text, re.I)]
+        second = set(keyword_terms(parts[1]))
+        return bool(family) and (unknown(parts[1]) or not any(second <= content_terms(text) for text in family))
 
     words = _WORD.findall(query.lower())
     found: list[str] = []
@@ -473,11 +587,25 @@ def unnamed_kinds(
         heads = [h for h in words[i + 1 : i + reach] if h.rstrip("s") in _KIND_HEADS or h in _KIND_HEADS]
         if heads and modifier(word):
             head = heads[0]
+            kind = " ".join(words[i + 1 : words.index(head, i + 1) + 1])
             if unknown(word):
                 found.append(f"{word} {head}")
+            elif " " in kind and unnamed_variant(word, kind, texts):
+                found.append(f"{word} {kind}")
         elif "-" in word and joined_unknown(word):
             found.append(word)
     return list(dict.fromkeys(found))
+
+
+def unnamed_variant(word: str, kind: str, texts: Sequence[str]) -> bool:
+    """A two-word kind ("data region") the evidence names with other words ("the US data region", "EU data
+    region") but never with `word`: "the apac data region" is not documented because "APAC" is a sales
+    region elsewhere. (A one-word kind is not held to this: a known word before "plan" or "team" is too often
+    a verb or a quantifier.)"""
+    pattern = r"\W+".join(map(re.escape, kind.split()))
+    named = [m for text in texts for m in re.finditer(rf"\b([a-z][\w-]*)\W+{pattern}s?\b", text, re.I)]
+    others = {m.group(1).lower() for m in named} - {word} - STOPWORDS - _GENERIC_MODIFIERS
+    return bool(others) and not any(_near(word, kind, text) for text in texts)
 
 
 def siblings(absent: Sequence[str], evidence: Sequence[Evidence]) -> list[str]:

@@ -194,3 +194,166 @@ def test_a_row_naming_every_term_answers_and_its_document_leads():
     assert verdict.relevant_ids == (reference.chunk_id,)  # the closer chunk of another document does not lead
     far = [grading.UnitMatch(1, row, 0.20, 1.0, typed=False)]
     assert not grading.grade_offline(query, [closer, reference], lambda term: True, far).sufficient
+
+
+# --- the asked-for attribute must be stated about the asked-about thing (issue #13, ook-fact) -------
+
+WORKSPACE_GUIDE = """# Workspace guide
+
+## Tokens and webhooks
+
+Each workspace can have at most 20 active tokens. Webhook endpoints are registered under Settings > Webhooks
+by a workspace admin, and every endpoint gets its own signing secret.
+
+## Retirement
+
+The pension plan is administered by Harbor Trust. Staff are enrolled in the first month after they join.
+
+## Badges
+
+A replacement badge costs $15, paid at the front desk.
+
+## Build servers
+
+The documentation site is built with Python 3.11. The build servers run in the ci-east cluster, which the
+platform team looks after.
+
+## Reports
+
+Stale feature flags are listed in the weekly cleanup report, which the platform team reviews.
+"""
+
+FINANCE_CALENDAR = """# Finance calendar
+
+The monthly finance report is sent to budget owners by the 5th business day of the month. Forecasts are
+refreshed every quarter.
+"""
+
+
+@pytest.fixture
+def guide_engine(sample_service):
+    """An engine over a private copy of the sample store, with a small made-up workspace guide added."""
+    sample_service.create_kb("guide", "Workspace tokens, webhooks, pension, badges, build servers and reports.")
+    sample_service.ingest_bytes("guide", "workspace-guide.md", WORKSPACE_GUIDE.encode())
+    sample_service.ingest_bytes("guide", "finance-calendar.md", FINANCE_CALENDAR.encode())
+    return AnswerEngine(sample_service)
+
+
+@pytest.mark.parametrize(
+    ("question", "missing"),
+    [
+        # the documents name the plan and who runs it, never a fee
+        ("what's the pension plan's admin fee?", "gives no price"),
+        # the cluster is named, its version is not (its name's digits are no version)
+        ("what kubernetes version does the ci-east cluster run?", "gives no version"),
+        # "at most 20 active tokens" counts tokens, not the webhook endpoints the same section names
+        ("how many webhook endpoints can a workspace register?", "gives no count of webhook endpoints"),
+        # a day is stated for another document's report, not for this one
+        ("what day does the flag cleanup report come out?", "gives no day"),
+    ],
+)
+def test_an_attribute_no_sentence_states_about_the_thing_is_refused(guide_engine, question, missing):
+    answer = guide_engine.answer(question, kb="guide")
+
+    assert answer.status == "insufficient_context", answer.answer
+    assert missing in _reasons(answer), _reasons(answer)
+
+
+@pytest.mark.parametrize(
+    ("question", "fact"),
+    [
+        ("what's the fee for a replacement badge?", "$15"),
+        ("what python version is the documentation site built with?", "3.11"),
+        ("how many active tokens can a workspace have?", "20"),
+    ],
+)
+def test_the_attribute_a_sentence_states_is_answered(guide_engine, question, fact):
+    answer = guide_engine.answer(question, kb="guide")
+
+    assert answer.status == "answered", _reasons(answer)
+    assert fact in answer.answer
+
+
+def test_what_asks_for_a_price_a_version_or_a_count():
+    assert grading.cues.required_kind("what's the admin fee?")[0] == "price"
+    assert grading.cues.required_kind("what does the starter plan cost per month?")[0] == "price"
+    assert grading.cues.required_kind("what action was taken on price controls?") == ("", None)  # no price asked
+    assert grading.cues.required_kind("which postgres version is the db on?")[0] == "version"
+    assert grading.counted_terms("how many webhook endpoints can I add?", lambda term: True) == (
+        "webhook endpoints",
+        {"webhook", "endpoint"},
+    )
+    # a word the KB never uses is the asker's own ("trucks" for "vehicles"): the count is not held to it
+    assert grading.counted_terms("how many trucks on starter?", lambda term: term != "truck") == ("", set())
+    assert grading.counts("Each account can have at most 10 active keys.", {"key"})
+    assert grading.counts("Route class: optimize; Token cost per request: 10", {"token"})
+    assert not grading.counts("Each account can have at most 10 active keys.", {"webhook", "endpoint"})
+    assert not grading.counts("Lumen Dispatch API Reference v2 Webhooks", {"webhook"})  # a code's digits
+
+
+# --- a variant of a documented family, judged where the family is named -----------------------------
+
+
+def test_a_variant_name_is_judged_in_the_passages_that_name_its_siblings():
+    deploy = _evidence(
+        "deploy.md",
+        "The production-us environment runs on k8s-use2 for customers in the US data region, and "
+        "production-eu on k8s-euc1 for customers in the EU data region.",
+        0.45,
+        0.5,
+    )
+    sales = _evidence("sales-plan.md", "The APAC sales team targets 22 new logos this year.", 0.30, 0.25)
+    # "apac" is a word of the KBs searched (the sales plan's), but not of the deploy guide's environments
+    known = lambda term: True  # noqa: E731
+
+    assert grading.unnamed_kinds("which cluster does production-apac run on?", [deploy, sales], known) == [
+        "production-apac"
+    ]
+    assert grading.unnamed_kinds("where is the apac data region hosted?", [deploy, sales], known) == [
+        "apac data region"
+    ]
+    assert grading.unnamed_kinds("which cluster does production-eu run on?", [deploy, sales], known) == []
+    assert grading.unnamed_kinds("where is the eu data region hosted?", [deploy, sales], known) == []
+
+
+def test_a_condensed_follow_up_is_held_to_the_thing_its_own_message_names():
+    pricing = _evidence("pricing.md", "Starter plan: $29 per vehicle a month. Growth plan: $59 per vehicle.", 0.5, 0.5)
+
+    verdict = grading.grade_offline(
+        "how much is premium per vehicle?", [pricing], lambda term: True, asked="and the premium plan?"
+    )
+
+    assert not verdict.sufficient
+    assert "premium plan" in verdict.reason
+
+
+def test_a_tier_suffix_the_documents_never_give_a_name_is_a_near_miss():
+    pricing = _evidence(
+        "pricing.md",
+        "Basic: up to 25 vehicles. Scale: up to 200 vehicles.\n- Everything in Scale, plus geofences and analytics.",
+        0.5,
+        0.5,
+    )
+
+    assert grading.near_misses("how many vehicles do you get on scale plus?", [pricing]) == ["scale plus"]
+    assert grading.near_misses("how many vehicles do you get on scale?", [pricing]) == []
+    assert grading.near_misses("is there a plus side to more vehicles?", [pricing]) == []  # no name before it
+
+
+def test_a_coded_period_and_a_measure_stated_apart_are_not_the_measure_of_that_period():
+    plan = _evidence("plan.md", "Metric | FY2031 plan\nMargin | 12%\nOPEX | $40M", 0.5, 0.5)
+    quarters = _evidence("quarters.md", "Quarter: Q2 FY2031; Revenue target: $9M", 0.45, 0.5)
+    units = [
+        grading.UnitMatch(0, "Metric: OPEX; FY2031 plan: $40M", 0.55, 0.67, typed=True),
+        grading.UnitMatch(1, "Quarter: Q2 FY2031; Revenue target: $9M", 0.50, 0.67, typed=True),
+    ]
+
+    assert grading.names_apart("what's the OPEX target for Q2 FY2031?", units, [plan, quarters]) == [
+        "Q2",
+        "FY2031",
+        "OPEX",
+    ]
+    assert grading.names_apart("what OPEX is planned for FY2031?", units, [plan, quarters]) == []
+    assert grading.names_apart("what's the revenue target for Q2 FY2031?", units, [plan, quarters]) == []
+    # an amount is no name: "over 5s" need not be written as such
+    assert grading.names_apart("which SEV is p99 over 5s?", units, [plan, quarters]) == ["p99", "SEV"]
