@@ -243,6 +243,12 @@ _NUMBER_WORDS = {
 }
 
 
+def _written_in(evidence: Sequence[Evidence]) -> Callable[[str], bool]:
+    """Whether the evidence writes a Chinese word: the question's words are read as its documents write them."""
+    texts = [f"{e.chunk.location}\n{e.chunk.text}" for e in evidence]
+    return lambda word: any(word in text for text in texts)
+
+
 def _terms(text: str) -> set[str]:
     return {_NUMBER_WORDS.get(t, t) for t in content_terms(text)}
 
@@ -342,7 +348,7 @@ def score_units(
     """Every answer unit of the evidence, scored for this query, best first."""
     # A Chinese question is matched by its words (rjieba) besides its character bigrams: a unit that has
     # 门禁卡 whole says more than one that shares 门禁; the bigrams still catch a word jieba splits (年/假).
-    words = cjk_content_words(query) if has_cjk(query) else []
+    words = cjk_content_words(query, _written_in(evidence)) if has_cjk(query) else []
     query_terms = _terms(query) | set(words)
     expected = [answer for asks, answer in _ANSWER_TYPES if asks.search(query)]
     units: list[tuple[int, int, TextUnit, str, str]] = []  # (chunk rank, position, unit, body, how it reads)
