@@ -631,8 +631,7 @@ def cjk_words(text: str, known: Callable[[str], bool] | None = None) -> tuple[tu
     """The Chinese words of `text` with their part-of-speech tags (jieba's tag set), in order. With `known`
     (does the knowledge base write this?), words are read as the documents write them: two one-character
     words joined where the documents have them as one ("年" "假" → "年假", "到" "账" → "到账"), and a
-    name made of a one-character noun and a localiser ("卡里") read as that noun where the KB knows the noun
-    and not the name."""
+    name made of a one-character noun and a localiser ("卡里") read as that noun when the KB never writes it."""
     words = _tagged(text)
     if known is None:
         return words
@@ -647,13 +646,7 @@ def cjk_words(text: str, known: Callable[[str], bool] | None = None) -> tuple[tu
             read.append((word + words[i + 1][0], joined))
             i += 2
             continue
-        if (
-            tag in _CJK_NAME_TAGS
-            and len(word) == 2
-            and word[1] in _CJK_LOCALISERS
-            and not known(word)
-            and known(word[0])
-        ):
+        if tag in _CJK_NAME_TAGS and len(word) == 2 and word[1] in _CJK_LOCALISERS and not known(word):
             read.extend([(word[0], "n"), (word[1], "f")])
         else:
             read.append((word, tag))

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from bot.agent import cues
 from bot.agent.grading import evidence_block, names_all
 from bot.agent.models import Citation, Turn
 from tools.search import Evidence
@@ -95,20 +96,9 @@ _ANSWER_TYPES = [
         ),
     ),
 ]
-# Chinese questions that only a kind of sentence answers: "能报销吗" (may I?) by one that allows or forbids
-# (可/不能/须/不予…), "找谁" (whom?) by one that names whom to contact or who decides.
-_CJK_ANSWER_TYPES = [
-    (
-        re.compile(
-            r"能不能|可不可以|可以[^，。？?]*吗|能[^，。？?]*吗|是否|允许|要不要|需不需要|需要[^，。？?]*吗|用不用"
-        ),
-        re.compile(r"可以|可[^以]|不能|不得|禁止|不予|不接受|须|需要|无需|不需|一律|允许"),
-    ),
-    (
-        re.compile(r"谁|哪个部门|哪位|联系人"),
-        re.compile(r"联系|负责|专员|经理|审批|邮箱|@|HRBP|前台|财务组"),
-    ),
-]
+# Chinese questions that only a kind of sentence answers: "能报销吗" (may I?) by one that allows or forbids,
+# "找谁" (whom?) by one that names a contact or who decides (bot.agent.cues).
+_CJK_ANSWER_TYPES = [(cues.CJK_MAY, cues.CJK_RULING), (cues.CJK_WHOM, cues.CJK_CONTACT)]
 # A sentence that only points to another document ("按上海办公室费用报销政策执行", "详见…", "以…为准") says
 # where the answer is, not what it is.
 _CJK_DEFERS = re.compile(
