@@ -91,7 +91,8 @@ _ANSWER_TYPES = [
             re.I,
         ),
         _CONSEQUENCE := re.compile(
-            r"\bif (?:not|still|no|un\w+)\b|\botherwise\b|\bunless\b|\bfail(?:s|ed|ing)?\b|\bescalat|\bblocked until\b",
+            r"\bif (?:not|still|no|un\w+)\b|\botherwise\b|\bunless\b|\bfail(?:s|ed|ing)?\b|\bescalat|\bblocked until\b"
+            r"|否则|逾期|仍未|如未|未按|如超过|超过[^，。]{0,12}的|超出部分|不予|作废|视为|按缺勤",
             re.I,
         ),
     ),

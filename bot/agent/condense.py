@@ -123,9 +123,17 @@ _ASKED_ABOUT = re.compile(
 _MODALS = frozenset(["need", "needs", "have", "has", "must", "required", "supposed", "allowed", "able"])
 
 
+# The Chinese shapes: "如果没到呢？", "超出了怎么办？", "没休完怎么办", "然后呢？".
+_CJK_WHAT_NEXT = re.compile(
+    r"^\s*(?:那么?|那)?[，,\s]*(?:如果|要是|万一|假如)?[^，。？?]{0,6}(?:不|没|未|忘|超过|超出|逾期)[^，。？?]{0,8}"
+    r"(?:呢|怎么办|会怎样|怎么样|会怎么样)\s*[？?]?\s*$|然后呢|之后呢|接下来(?:呢|怎么办|做什么)"
+)
+_CJK_SEQUENCE = re.compile(r"然后|之后|接下来")
+
+
 def asks_what_next(question: str) -> bool:
-    """Whether a message asks what happens next or otherwise ("and if I don't?", "then what?")."""
-    return bool(_WHAT_NEXT.search(question))
+    """Whether a message asks what happens next or otherwise ("and if I don't?", "then what?", "如果没到呢？")."""
+    return bool(_WHAT_NEXT.search(question)) or (has_cjk(question) and bool(_CJK_WHAT_NEXT.search(question)))
 
 
 _SEQUENCE = re.compile(r"\b(?:then|next|after(?:wards)?)\b", re.I)
@@ -136,6 +144,8 @@ def what_next_kind(question: str) -> str:
     I don't?"), "" for a question that asks neither."""
     if not asks_what_next(question):
         return ""
+    if has_cjk(question):
+        return "then" if _CJK_SEQUENCE.search(question) else "otherwise"
     return "then" if _SEQUENCE.search(question) and not re.search(r"\bif\b", question, re.I) else "otherwise"
 
 

@@ -7,7 +7,8 @@
 - A rule next to a neighbouring rule: the hotel limit of the city asked about leads, not the meal allowance
   of the passage ranked above it; a sentence that only points to another document does not lead.
 - Follow-ups: 那…呢 replaces the previous question's thing (婚假 → 陪产假, a place by a place); one with a
-  question of its own (丢了怎么办, 当天往返的呢) keeps the previous question's subject.
+  question of its own (丢了怎么办, 当天往返的呢) keeps the previous question's subject; "如果没到呢？" asks what
+  happens otherwise, and is not answered with the sentence the thread was just told.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 from helpers.settings import build_settings
 
-from bot.agent.condense import condense_offline, is_follow_up
+from bot.agent.condense import condense_offline, is_follow_up, what_next_kind
 from bot.agent.models import Turn
 from tools.text import cjk_content_words, cjk_nouns, cjk_words
 
@@ -187,6 +188,13 @@ def test_follow_up_with_its_own_question_keeps_the_subject(engine):
     assert "¥30" in answer.answer
 
 
+def test_what_if_not_follow_up_is_answered_with_what_happens_then(engine):
+    # "如果没到呢？" after "报销款多久到账？": not the 7 working days again, but whom to contact after them.
+    answer = ask(engine, "如果没到呢？", ["报销款多久到账？"])
+    assert answer.status == "answered", answer.answer
+    assert "李娜" in answer.answer.split("[1]")[0]
+
+
 def test_chinese_follow_up_shapes():
     history = [Turn("user", "午餐补贴每天多少钱？"), Turn("assistant", "午餐补贴：每个工作日 ¥30。[1]")]
     assert is_follow_up("什么时候充到卡里？")  # no subject noun of its own
@@ -195,3 +203,6 @@ def test_chinese_follow_up_shapes():
     # its own question word: the previous question's subject, not its "how much"
     assert condense_offline("什么时候充到卡里？", history) == "午餐补贴每天 什么时候充到卡里"
     assert condense_offline("那其他城市呢？", [Turn("user", "上海出差住酒店一晚最多能报多少？")]).startswith("上海")
+    assert what_next_kind("如果没到呢？") == what_next_kind("超出了怎么办？") == "otherwise"
+    assert what_next_kind("然后呢？") == "then"
+    assert what_next_kind("那陪产假呢？") == ""  # the same question about another thing
