@@ -598,7 +598,11 @@ _CJK_NAME_TAGS = frozenset(["ns", "nr", "nrt", "nrfg", "nt", "nz"])
 _CJK_FORM_TAGS = frozenset(["x", "uj", "ul", "uz", "ug", "ud", "uv", "y", "r", "m", "mq", "q", "p", "c", "d", "e", "o"])
 # Words jieba tags as content that say how a question is asked ("怎么办", "什么时候", "一般", "应该") or
 # whom it is about in general ("同事" when the documents say 员工 or 人员): not what a passage must contain.
-_CJK_FORM_WORDS = frozenset(["怎么办", "时候", "一般", "应该", "同事", "这边", "那边", "大家", "请问", "一共"])
+_CJK_FORM_WORDS = frozenset(
+    ["怎么办", "时候", "一般", "应该", "同事", "这边", "那边", "大家", "请问", "一共"]
+    # yes-no question forms ("有没有下午茶", "需不需要发票"): how it is asked, not a thing a document names
+    + ["有没有", "能不能", "可不可以", "是不是", "要不要", "会不会", "需不需要", "用不用", "不能", "不会"]
+)
 
 
 @lru_cache(maxsize=1)

@@ -329,6 +329,8 @@ def grade_cjk(
     of them and is the kind of fact asked for. Cosine does not count: it is high for any Chinese text."""
     known = cjk_known(term_known)
     unknown = [w for w in cjk_nouns(query, known) if not known(w)]
+    # A Latin word in a Chinese question names a thing (VPN, Excel, Wi-Fi): one the KB never writes is missing too.
+    unknown += [t for t in QueryTerms.of(query).terms if len(t) > 1 and not term_known(t)]
     if unknown:
         return Verdict(False, f"the knowledge base never mentions {', '.join(unknown)}", missing=", ".join(unknown))
     # The parental leave of 北京 is not answered by a chunk about leave that names no 北京, even if another

@@ -127,11 +127,19 @@ def test_question_words_are_read_with_the_kb():
         "深圳办公室在哪里",
         "成都办公室的婚假几天",  # no document names 成都 at all
         "广州办公室的健身补贴是多少",  # no document mentions a gym allowance, though 补贴 is everywhere
+        "广州办公室的VPN怎么申请",  # a Latin name no document writes
     ],
 )
 def test_a_near_miss_office_or_allowance_is_refused(engine, question):
     answer = ask(engine, question)
     assert answer.status == "insufficient_context", answer.answer
+
+
+def test_a_yes_no_question_form_is_not_a_missing_thing(engine):
+    # 有没有 ("is there") is how the question is asked; jieba tags it a verb before the noun it asks about.
+    answer = ask(engine, "广州办公室有没有丧假")
+    assert answer.status == "answered", [r.reason for r in answer.rounds]
+    assert "3 天" in answer.answer
 
 
 def test_the_documented_office_is_answered(engine):
