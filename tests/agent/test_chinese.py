@@ -135,6 +135,12 @@ def test_a_near_miss_office_or_allowance_is_refused(engine, question):
     assert answer.status == "insufficient_context", answer.answer
 
 
+def test_a_chinese_refusal_says_what_the_documents_never_mention(engine):
+    answer = ask(engine, "北京办公室的年假有几天？")
+    assert answer.status == "insufficient_context"
+    assert "没有提到“北京办公室”" in answer.answer
+
+
 def test_a_yes_no_question_form_is_not_a_missing_thing(engine):
     # 有没有 ("is there") is how the question is asked; jieba tags it a verb before the noun it asks about.
     answer = ask(engine, "广州办公室有没有丧假")
