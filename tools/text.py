@@ -603,6 +603,13 @@ _CJK_FORM_WORDS = frozenset(
     # yes-no question forms ("有没有下午茶", "需不需要发票"): how it is asked, not a thing a document names
     + ["有没有", "能不能", "可不可以", "是不是", "要不要", "会不会", "需不需要", "用不用", "不能", "不会"]
 )
+# A word built on a question morpheme asks for its answer ("几楼" is answered by "18楼", "多长时间" by "1 小时"):
+# jieba's dictionary tags some of them nouns.
+_CJK_ASKING = re.compile(r"几|多少|多长|多久|多大|什么|哪|谁|怎么|为何")
+
+
+def _is_form_word(word: str) -> bool:
+    return word in CJK_STOPWORDS or word in _CJK_FORM_WORDS or bool(_CJK_ASKING.search(word))
 
 
 @lru_cache(maxsize=1)
@@ -667,7 +674,7 @@ def cjk_content_words(text: str, known: Callable[[str], bool] | None = None) -> 
     of one character ("去", "钱", "假") say little on their own: kept only when there is nothing else."""
     found: dict[str, None] = {}
     for word, tag in cjk_words(text, known):
-        if tag not in _CJK_FORM_TAGS and word not in CJK_STOPWORDS and word not in _CJK_FORM_WORDS:
+        if tag not in _CJK_FORM_TAGS and not _is_form_word(word):
             found.setdefault(word, None)
     longer = [w for w in found if len(w) > 1]
     return longer or list(found)
@@ -690,7 +697,7 @@ def cjk_nouns(text: str, known: Callable[[str], bool] | None = None) -> list[str
     words = cjk_words(text, known)
     found: dict[str, None] = {}
     for i, (word, tag) in enumerate(words):
-        if len(word) < 2 or word in CJK_STOPWORDS or word in _CJK_FORM_WORDS:
+        if len(word) < 2 or _is_form_word(word):
             continue
         # (where a noun phrase starts — after 的, a noun, or at the start — not a verb's object: "请假回来材料")
         opens = i == 0 or words[i - 1][0] == "的" or words[i - 1][1].startswith("n")

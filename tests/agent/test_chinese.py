@@ -115,6 +115,8 @@ def test_question_words_are_read_with_the_kb():
     assert "卡里" not in cjk_content_words("什么时候充到卡里", lambda w: False)  # in the card, not a name
     assert cjk_nouns("广州办公室的健身补贴是多少")[-2:] == ["健身", "补贴"]  # 健身 qualifies the allowance
     assert "回来" not in cjk_nouns("请假回来材料什么时候交")  # a verb before its object qualifies nothing
+    assert cjk_nouns("午休多长时间") == ["午休"]  # 多长时间 asks, though jieba tags it a noun
+    assert "有没有" not in cjk_nouns("广州办公室有没有丧假")
 
 
 # --- near misses ---------------------------------------------------------------------------------
