@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from bot.agent import answering
 from tools.embeddings import embed_chunks, get_embedder
@@ -103,6 +104,27 @@ def test_ingest_saves_unit_vectors_and_they_follow_the_version(service: Knowledg
     service.ingest(KB, [doc])
     service.store.delete_kb(KB)
     assert unit_count_rows(service, KB) == {}
+
+
+def test_unit_vectors_read_again_are_the_saved_ones_and_read_only(service: KnowledgeService, tmp_path: Path) -> None:
+    service.create_kb(KB, "scratch space")
+    doc = tmp_path / "office.md"
+    doc.write_text(f"# Office\n\n{THREE_TOPICS}\n", encoding="utf-8")
+    assert service.ingest(KB, [doc]).documents[0].status == "ready"
+    chunks, embedder = service.store.live_chunks(KB), service.embedder
+    first = service.store.unit_vectors(embedder.model_name, embedder.dimension, chunks)
+    again = service.store.unit_vectors(embedder.model_name, embedder.dimension, chunks)  # kept in memory now
+    assert set(again) == set(first) == {c.chunk_id for c in chunks}
+    assert all(np.array_equal(first[cid], again[cid]) for cid in first)
+    with pytest.raises(ValueError):  # shared between questions: nobody may change them
+        again[chunks[0].chunk_id][0, 0] = 1.0
+
+    doc.write_text("# Office\n\nThe Lisbon office now opens at 09:15. Lunch is served at noon.\n", encoding="utf-8")
+    assert service.ingest(KB, [doc]).documents[0].status == "ready"
+    replaced = service.store.live_chunks(KB)
+    saved = service.store.unit_vectors(embedder.model_name, embedder.dimension, replaced)
+    assert set(saved) == {c.chunk_id for c in replaced} and not set(saved) & set(first)
+    assert all(len(saved[c.chunk_id]) == len(answer_units(c.text)) for c in replaced)
 
 
 def test_offline_answer_scores_sentences_with_saved_vectors(sample_service: KnowledgeService) -> None:

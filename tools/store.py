@@ -24,8 +24,10 @@ import sys
 import threading
 import time
 import weakref
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +39,7 @@ from tools.registry import KbRecord, Registry
 log = logging.getLogger(__name__)
 
 LIVE_PAGE = 5000  # chunks per Chroma get() when reading a whole collection
+UNIT_VECTORS_CACHED = 2048  # chunks whose answer-unit vectors are kept in memory (~15 kB each at 384 dimensions)
 
 
 class KnowledgeBaseError(ValueError):
@@ -63,7 +66,7 @@ class StoredChunk:
     text: str
     source_url: str | None = None
 
-    @property
+    @cached_property  # read for every answer unit of the chunk, question after question
     def header(self) -> str:
         from tools.chunking import chunk_header
 
@@ -246,6 +249,7 @@ class KnowledgeStore:
         self._keyword: dict[str, tuple[int, KeywordIndex]] = {}
         self._live: dict[str, tuple[int, dict[str, int], int]] = {}
         self._collections: dict[str, object] = {}
+        self._unit_vectors: OrderedDict[tuple[str, int, StoredChunk], np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
         self._kb_locks: dict[str, threading.Lock] = {}
         self._open_lock = threading.Lock()
@@ -510,17 +514,32 @@ class KnowledgeStore:
         )
 
     def unit_vectors(self, model: str, dimension: int, chunks: Sequence[StoredChunk]) -> dict[str, np.ndarray]:
-        """chunk id → (units × dimension) vectors saved at ingest with `model`; chunks without are left out."""
+        """chunk id → (units × dimension) vectors saved at ingest with `model`; chunks without are left out.
+        Read-only arrays: the ones found are kept (UNIT_VECTORS_CACHED chunks), keyed by the whole chunk —
+        its id, version, text and header — and the model, so a changed chunk is never answered with old ones."""
         found: dict[str, np.ndarray] = {}
-        for kb in {c.kb for c in chunks}:
-            mine = [c for c in chunks if c.kb == kb]
+        missing: list[StoredChunk] = []
+        with self._lock:
+            for chunk in chunks:
+                vectors = self._unit_vectors.get((model, dimension, chunk))
+                if vectors is None:
+                    missing.append(chunk)
+                else:
+                    self._unit_vectors.move_to_end((model, dimension, chunk))
+                    found[chunk.chunk_id] = vectors
+        for kb in {c.kb for c in missing}:
+            mine = [c for c in missing if c.kb == kb]
             blobs = self.registry.unit_vectors(kb, model, [(c.document, c.version, c.index) for c in mine])
             for chunk in mine:
                 blob = blobs.get((chunk.document, chunk.version, chunk.index))
                 if blob is not None and len(blob) % (2 * dimension) == 0:
-                    found[chunk.chunk_id] = (
-                        np.frombuffer(blob, dtype=np.float16).reshape(-1, dimension).astype(np.float32)
-                    )
+                    vectors = np.frombuffer(blob, dtype=np.float16).reshape(-1, dimension).astype(np.float32)
+                    vectors.flags.writeable = False
+                    found[chunk.chunk_id] = vectors
+                    with self._lock:
+                        self._unit_vectors[(model, dimension, chunk)] = vectors
+                        while len(self._unit_vectors) > UNIT_VECTORS_CACHED:
+                            self._unit_vectors.popitem(last=False)
         return found
 
     def live_chunks(self, kb: str) -> list[StoredChunk]:

@@ -522,6 +522,13 @@ def answer_units(text: str) -> list[TextUnit]:
     Computed the same way at ingest (each unit's vector, pooled over its span) and at answer time (the
     quoted units), so it must stay a pure function of the text; the pipeline version changes when it does.
     """
+    return list(_answer_units(text))  # a new list (callers may change it); the units themselves are frozen
+
+
+# The same evidence chunks are split again and again: in every probe's re-ranking of each chunk, in grading,
+# in the answer step, question after question; splitting them was a fifth of a question's Python.
+@lru_cache(maxsize=8192)
+def _answer_units(text: str) -> tuple[TextUnit, ...]:
     units: list[TextUnit] = []
     run: list[TextUnit] = []
 
@@ -574,7 +581,7 @@ def answer_units(text: str) -> list[TextUnit]:
         close_run()
         units.append(unit)
     close_run()
-    return units
+    return tuple(units)
 
 
 def shorten(text: str, limit: int) -> str:

@@ -165,11 +165,20 @@ class QueryTerms:
 
     @classmethod
     def of(cls, query: str, known: Callable[[str], bool] | None = None) -> QueryTerms:
-        """`known`: whether the KB writes a Chinese word (`cjk_known`), to read the question's words as it does."""
+        """`known`: whether the KB writes a Chinese word (`cjk_known`), to read a Chinese question's words as it
+        does (not cached: it depends on the KB)."""
+        if known is None or not has_cjk(query):
+            return cls._of(query)
+        latin = frozenset(t for t in asked_terms(query) if not has_cjk(t))
+        return cls(latin, tuple(cjk_content_words(query, known)))
+
+    @classmethod
+    @lru_cache(maxsize=1024)  # asked for each evidence chunk a probe re-ranks: the same query, eight times
+    def _of(cls, query: str) -> QueryTerms:
         if not has_cjk(query):
             return cls(frozenset(asked_terms(query)), ())
         latin = frozenset(t for t in asked_terms(query) if not has_cjk(t))
-        return cls(latin, tuple(cjk_content_words(query, known)))
+        return cls(latin, tuple(cjk_content_words(query)))
 
     def covered(self, text: str, extra: frozenset[str] | set[str] = frozenset()) -> float:
         """The share of the question's terms that `text` (or the `extra` terms around it) contains."""

@@ -46,15 +46,17 @@ class Question:
     """One question as the steps see it: what was asked, where it may be searched, by when; and, once
     prepared, its standalone form and the KBs worth searching."""
 
+    # The workflow runtime writes a summary (the repr) of every event into each step's span: the thread, the
+    # KB targets and the callbacks are left out of the repr, which was most of a question's event summaries.
     text: str
-    history: tuple[Turn, ...]
-    targets: Mapping[str, KbTarget]  # the KBs it may use (decided by the application layer)
+    history: tuple[Turn, ...] = field(repr=False)
+    targets: Mapping[str, KbTarget] = field(repr=False)  # the KBs it may use (decided by the application layer)
     pinned: str | None = None
     preferred: tuple[str, ...] = ()  # of which the ones to search first (the channel's own)
-    deadline: Deadline = Deadline()
-    on_status: Callable[[str], None] | None = None
+    deadline: Deadline = field(default=Deadline(), repr=False)
+    on_status: Callable[[str], None] | None = field(default=None, repr=False)
     language: str = "en"
-    started: float = field(default_factory=time.perf_counter)
+    started: float = field(default_factory=time.perf_counter, repr=False)
     standalone: str = ""
     candidates: tuple[str, ...] = ()
 
@@ -184,6 +186,15 @@ class AnswerWorkflow(Workflow):
     def __init__(self, engine: AnswerEngine, **kwargs):
         super().__init__(**kwargs)
         self.engine = engine
+
+    def _get_steps(self) -> dict:
+        """The runtime asks for the steps several times per run and each time inspects every attribute of the
+        workflow (inspect.getmembers); they change only when a step is added to the class."""
+        version = type(self)._step_functions_version
+        cached = getattr(self, "_steps_cache", None)  # asked for already by Workflow.__init__
+        if cached is None or cached[0] != version:
+            cached = self._steps_cache = (version, super()._get_steps())
+        return dict(cached[1])
 
     def llm_for(self, question: Question, trace: Trace) -> LlmAccess:
         return LlmAccess(self.engine.llm, trace.llm_down, question.deadline)

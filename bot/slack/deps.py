@@ -17,9 +17,12 @@ from bot.core import KnowledgeBot
 from bot.slack.assistant_threads import PaneThreads
 from bot.slack.idempotency import ClaimLedger
 from bot.slack.people import SlackPeople
-from bot.slack.work import TrackedExecutor, WorkPool
+from bot.slack.work import TrackedExecutor, WorkPool, start_threads
 
 log = logging.getLogger(__name__)
+
+SIDE_WORKERS = 8  # small fire-and-forget Slack calls (:eyes:, status updates)
+LISTENER_WORKERS = 16  # Bolt's listener threads
 
 # Errors that mean "this workspace/app cannot do that at all", as opposed to "not here, not now".
 UNSUPPORTED_ERRORS = {
@@ -78,6 +81,12 @@ class SlackDeps:
     def idle(self) -> bool:
         return self.listeners.pending == 0 and self.answers.idle() and self.ingests.idle()
 
+    def start_threads(self) -> None:
+        """Every pool's threads started before the first event arrives (see work.start_threads)."""
+        self.answers.start_threads()
+        start_threads(self.side, SIDE_WORKERS)
+        start_threads(self.listeners, LISTENER_WORKERS)
+
     def shutdown(self, timeout_s: float = 0.0) -> bool:
         """Let every acknowledged request reach a pool, then let the pools finish what they accepted — all
         within timeout_s — and close the ledger last. True if everything finished (a question still held is
@@ -103,8 +112,8 @@ def build_deps(settings: Settings, bot: KnowledgeBot) -> SlackDeps:
         ledger=ClaimLedger(state_dir / "deliveries.sqlite3"),
         answers=WorkPool("kbbot-answer", settings.slack_workers, settings.slack_queue),
         ingests=WorkPool("kbbot-ingest", settings.slack_ingest_workers, 32),
-        side=ThreadPoolExecutor(max_workers=8, thread_name_prefix="kbbot-side"),
-        listeners=TrackedExecutor(max_workers=16, thread_name_prefix="bolt-listener"),
+        side=ThreadPoolExecutor(max_workers=SIDE_WORKERS, thread_name_prefix="kbbot-side"),
+        listeners=TrackedExecutor(max_workers=LISTENER_WORKERS, thread_name_prefix="bolt-listener"),
         pane_threads=PaneThreads(state_dir / "assistant_threads.sqlite3"),
     )
     if not settings.slack_streaming:

@@ -63,8 +63,13 @@ class ClaimLedger:
                 self._memory[key] = now
                 return True
             try:
-                self._db.execute("DELETE FROM claims WHERE key = ? AND at < ?", (key, now - self.ttl_s))
-                cursor = self._db.execute("INSERT OR IGNORE INTO claims (key, at) VALUES (?, ?)", (key, now))
+                # One statement (a new key, or an expired claim taken again): every claim of a burst waits for this
+                # lock, and each SQLite call inside it gives up the GIL and has to win it back from the answer threads.
+                cursor = self._db.execute(
+                    "INSERT INTO claims (key, at) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET at = excluded.at "
+                    "WHERE claims.at < ?",
+                    (key, now, now - self.ttl_s),
+                )
                 return cursor.rowcount == 1
             except sqlite3.Error as exc:
                 log.warning("delivery ledger write failed (%s); falling back to memory", exc)

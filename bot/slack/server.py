@@ -92,6 +92,7 @@ def serve(settings: Settings, host: str = "0.0.0.0", port: int | None = None) ->
     if not settings.slack_enabled:
         raise SlackConfigError("SLACK_BOT_TOKEN is not set; see 'Slack app setup' in README.md")
     app, deps = build_slack(settings, socket_mode=socket_mode)
+    deps.start_threads()  # not one by one under the first burst of events
     deps.bot.open_store()  # this process owns the embedded store from now on (or stops here, saying who does)
     deps.bot.refresh()  # logs every kb.toml that cannot be read (its KB keeps its last known rules)
     threading.Thread(

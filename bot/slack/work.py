@@ -7,6 +7,7 @@ pools of their own, so a long upload never starves answers.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -19,6 +20,7 @@ log = logging.getLogger(__name__)
 class WorkPool:
     def __init__(self, name: str, workers: int, capacity: int):
         self.name = name
+        self.workers = workers
         self.capacity = max(capacity, workers)
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
         self._lock = threading.Lock()
@@ -42,6 +44,9 @@ class WorkPool:
             self._finished()
             return False
         return True
+
+    def start_threads(self) -> None:
+        start_threads(self._executor, self.workers)
 
     def _run(self, fn: Callable, args: tuple, kwargs: dict) -> None:
         try:
@@ -127,3 +132,20 @@ def fire_and_forget(executor: ThreadPoolExecutor, fn: Callable, *args) -> Future
         return executor.submit(fn, *args)
     except RuntimeError:  # shutting down
         return None
+
+
+def start_threads(executor: ThreadPoolExecutor, count: int, timeout_s: float = 10.0) -> None:
+    """Start `count` (at most its max_workers) of the pool's threads now. A ThreadPoolExecutor starts a thread
+    for a task only when none is idle, so the first burst of mentions would start them one by one, each while
+    holding the lock that every pool's submit takes (concurrent.futures' global shutdown lock) and waiting
+    for the new thread to win the GIL from the answer threads already busy."""
+    barrier = threading.Barrier(count + 1)
+
+    def wait_for_the_others() -> None:  # every thread busy until all are started: each submit starts one
+        with contextlib.suppress(threading.BrokenBarrierError):
+            barrier.wait(timeout_s)
+
+    for _ in range(count):
+        executor.submit(wait_for_the_others)
+    with contextlib.suppress(threading.BrokenBarrierError):
+        barrier.wait(timeout_s)

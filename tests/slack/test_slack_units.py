@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from bot.agent.models import Answer, Citation, RoundTrace, Route
@@ -187,3 +189,18 @@ def test_the_bot_token_is_only_sent_to_slack():
     assert not is_trusted_host("https://slack.com.evil.example/a.md", set())
     with pytest.raises(DownloadError, match="not a Slack URL"):
         download("https://evil.example/a.md", "xoxb-secret", 100, set())
+
+
+def test_a_pool_starts_all_its_threads_before_the_first_task():
+    from bot.slack.work import WorkPool
+
+    pool = WorkPool("kbbot-test-prestart", workers=3, capacity=10)
+    try:
+        pool.start_threads()
+        started = [t for t in threading.enumerate() if t.name.startswith("kbbot-test-prestart")]
+        assert len(started) == 3
+        done = threading.Event()
+        assert pool.submit(done.set) and done.wait(5)
+        assert len([t for t in threading.enumerate() if t.name.startswith("kbbot-test-prestart")]) == 3
+    finally:
+        pool.drain(5)
