@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -604,7 +605,18 @@ _CJK_NAME_TAGS = frozenset(["ns", "nr", "nrt", "nrfg", "nt", "nz"])
 _CJK_FORM_TAGS = frozenset(["x", "uj", "ul", "uz", "ug", "ud", "uv", "y", "r", "m", "mq", "q", "p", "c", "d", "e", "o"])
 # Words jieba tags as content that say how a question is asked ("怎么办", "什么时候", "一般", "应该") or
 # whom it is about in general ("同事" when the documents say 员工 or 人员): not what a passage must contain.
-_CJK_FORM_WORDS = frozenset(["怎么办", "时候", "一般", "应该", "同事", "这边", "那边", "大家", "请问", "一共"])
+_CJK_FORM_WORDS = frozenset(
+    ["怎么办", "时候", "一般", "应该", "同事", "这边", "那边", "大家", "请问", "一共"]
+    # yes-no question forms ("有没有下午茶", "需不需要发票"): how it is asked, not a thing a document names
+    + ["有没有", "能不能", "可不可以", "是不是", "要不要", "会不会", "需不需要", "用不用", "不能", "不会"]
+)
+# A word built on a question morpheme asks for its answer ("几楼" is answered by "18楼", "多长时间" by "1 小时"):
+# jieba's dictionary tags some of them nouns.
+_CJK_ASKING = re.compile(r"几|多少|多长|多久|多大|什么|哪|谁|怎么|为何")
+
+
+def _is_form_word(word: str) -> bool:
+    return word in CJK_STOPWORDS or word in _CJK_FORM_WORDS or bool(_CJK_ASKING.search(word))
 
 
 @lru_cache(maxsize=1)
@@ -614,38 +626,89 @@ def _segmenter():
     return rjieba
 
 
+# jieba's HMM guesses words its dictionary lacks, and on a short question it glues a noun to the particle,
+# modal or measure word beside it ("哪张卡" → 张卡, a person's name; "能报吗" → 能报; "报销款会" → 款会):
+# nouns no document uses, which would refuse the question. Without it an unknown word stays in characters,
+# and `cjk_words(text, known)` joins those back where the documents write them as one word (年 假 → 年假).
+_HMM = False
+# Localisers ("卡里", in the card; "系统上"): the dictionary holds some such pairs as names, but after a
+# one-character noun they say where, not who.
+_CJK_LOCALISERS = frozenset("里上下中内外")
+_CJK_PARTICLE_TAGS = frozenset(["x", "uj", "ul", "uz", "ug", "ud", "uv", "y", "e", "o"])
+
+
 @lru_cache(maxsize=4096)
-def cjk_words(text: str) -> tuple[tuple[str, str], ...]:
-    """The Chinese words of `text` with their part-of-speech tags (jieba's tag set), in order."""
+def _tagged(text: str) -> tuple[tuple[str, str], ...]:
     words: list[tuple[str, str]] = []
     for run in re.findall(rf"[{_CJK}]+", text):
-        words.extend((word, tag) for word, tag in _segmenter().tag(run))
+        words.extend((word, tag) for word, tag in _segmenter().tag(run, _HMM))
     return tuple(words)
 
 
-def cjk_content_words(text: str) -> list[str]:
+def cjk_words(text: str, known: Callable[[str], bool] | None = None) -> tuple[tuple[str, str], ...]:
+    """The Chinese words of `text` with their part-of-speech tags (jieba's tag set), in order. With `known`
+    (does the knowledge base write this?), words are read as the documents write them: two one-character
+    words joined where the documents have them as one ("年" "假" → "年假", "到" "账" → "到账"), and a
+    name made of a one-character noun and a localiser ("卡里") read as that noun when the KB never writes it."""
+    words = _tagged(text)
+    if known is None:
+        return words
+    read: list[tuple[str, str]] = []
+    i = 0
+    while i < len(words):
+        word, tag = words[i]
+        if i + 1 < len(words) and _joinable(words[i]) and _joinable(words[i + 1]) and known(word + words[i + 1][0]):
+            after = words[i + 1][1]
+            # "最" "多" → 最多 says how much, as its parts did; "年" "假" → 年假 is a thing
+            joined = "d" if {tag, after} <= _CJK_FORM_TAGS else "n" if "n" in after[:1] + tag[:1] else "v"
+            read.append((word + words[i + 1][0], joined))
+            i += 2
+            continue
+        if tag in _CJK_NAME_TAGS and len(word) == 2 and word[1] in _CJK_LOCALISERS and not known(word):
+            read.extend([(word[0], "n"), (word[1], "f")])
+        else:
+            read.append((word, tag))
+        i += 1
+    return tuple(read)
+
+
+def _joinable(word: tuple[str, str]) -> bool:
+    return len(word[0]) == 1 and word[1] not in _CJK_PARTICLE_TAGS and word[0] not in CJK_STOPWORDS
+
+
+def cjk_content_words(text: str, known: Callable[[str], bool] | None = None) -> list[str]:
     """The Chinese words that carry a question's subject (no particles, pronouns, question words). Words
     of one character ("去", "钱", "假") say little on their own: kept only when there is nothing else."""
     found: dict[str, None] = {}
-    for word, tag in cjk_words(text):
-        if tag not in _CJK_FORM_TAGS and word not in CJK_STOPWORDS and word not in _CJK_FORM_WORDS:
+    for word, tag in cjk_words(text, known):
+        if tag not in _CJK_FORM_TAGS and not _is_form_word(word):
             found.setdefault(word, None)
     longer = [w for w in found if len(w) > 1]
     return longer or list(found)
 
 
-def cjk_names(text: str) -> list[str]:
+def cjk_names(text: str, known: Callable[[str], bool] | None = None) -> list[str]:
     """Place, person and organisation names in Chinese text (东京, 里斯本): an answer must be about them."""
-    return list(dict.fromkeys(w for w, tag in cjk_words(text) if tag in _CJK_NAME_TAGS and len(w) > 1))
+    return list(dict.fromkeys(w for w, tag in cjk_words(text, known) if tag in _CJK_NAME_TAGS and len(w) > 1))
 
 
-def cjk_nouns(text: str) -> list[str]:
-    """The Chinese nouns of `text` (jieba's n* tags, two characters or more) that carry its subject: a KB
-    that never mentions 宠物 or 年终奖 cannot answer a question about them."""
-    return list(
-        dict.fromkeys(
-            w
-            for w, tag in cjk_words(text)
-            if tag.startswith("n") and len(w) > 1 and w not in CJK_STOPWORDS and w not in _CJK_FORM_WORDS
-        )
-    )
+# A word that qualifies the noun after it names what the question is about as much as the noun does:
+# "健身补贴" (a gym allowance) is not the lunch allowance of the documents.
+_CJK_MODIFIER_TAGS = frozenset(["v", "vn", "a", "an"])
+
+
+def cjk_nouns(text: str, known: Callable[[str], bool] | None = None) -> list[str]:
+    """The Chinese nouns of `text` (jieba's n* tags, two characters or more) that carry its subject, and
+    the words that qualify one ("健身" of 健身补贴): a KB that never mentions 宠物 or 年终奖 cannot answer a
+    question about them."""
+    words = cjk_words(text, known)
+    found: dict[str, None] = {}
+    for i, (word, tag) in enumerate(words):
+        if len(word) < 2 or _is_form_word(word):
+            continue
+        # (where a noun phrase starts — after 的, a noun, or at the start — not a verb's object: "请假回来材料")
+        opens = i == 0 or words[i - 1][0] == "的" or words[i - 1][1].startswith("n")
+        qualifies = tag in _CJK_MODIFIER_TAGS and opens and i + 1 < len(words) and words[i + 1][1].startswith("n")
+        if tag.startswith("n") or qualifies:
+            found.setdefault(word, None)
+    return list(found)

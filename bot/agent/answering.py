@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from bot.agent import cues
 from bot.agent.grading import evidence_block, names_all
 from bot.agent.models import Citation, Turn
 from tools.search import Evidence
@@ -90,11 +91,24 @@ _ANSWER_TYPES = [
             re.I,
         ),
         _CONSEQUENCE := re.compile(
-            r"\bif (?:not|still|no|un\w+)\b|\botherwise\b|\bunless\b|\bfail(?:s|ed|ing)?\b|\bescalat|\bblocked until\b",
+            r"\bif (?:not|still|no|un\w+)\b|\botherwise\b|\bunless\b|\bfail(?:s|ed|ing)?\b|\bescalat|\bblocked until\b"
+            r"|否则|逾期|仍未|如未|未按|如超过|超过[^，。]{0,12}的|超出部分|不予|作废|视为|按缺勤",
             re.I,
         ),
     ),
 ]
+# Chinese questions that only a kind of sentence answers: "能报销吗" (may I?) by one that allows or forbids,
+# "找谁" (whom?) by one that names a contact or who decides (bot.agent.cues).
+_CJK_ANSWER_TYPES = [(cues.CJK_MAY, cues.CJK_RULING), (cues.CJK_WHOM, cues.CJK_CONTACT)]
+# A sentence that only points to another document ("按上海办公室费用报销政策执行", "详见…", "以…为准") says
+# where the answer is, not what it is.
+_CJK_DEFERS = re.compile(
+    r"按[^，。；\d]{2,24}(?:执行|办理)[。；]?$|(?:详见|参见|请参阅)[^。\d]{0,30}[。；]?$|以[^，。\d]{2,16}为准[。；]?$"
+)
+CJK_DEFER_PENALTY = 0.2
+# MiniLM is English-trained: its cosine between a Chinese question and a Chinese sentence varies little with
+# what they say, so for a Chinese question it weighs less against the words the sentence shares.
+CJK_MEANING_WEIGHT = 0.5
 _MARKER = re.compile(r"\[(\d{1,3})\]")
 _LIST_ITEM_START = re.compile(r"^\s*(?:[-*•▪]|\d{1,2}[.)])\s+")
 
@@ -243,6 +257,12 @@ _NUMBER_WORDS = {
 }
 
 
+def _written_in(evidence: Sequence[Evidence]) -> Callable[[str], bool]:
+    """Whether the evidence writes a Chinese word: the question's words are read as its documents write them."""
+    texts = [f"{e.chunk.location}\n{e.chunk.text}" for e in evidence]
+    return lambda word: any(word in text for text in texts)
+
+
 def _terms(text: str) -> set[str]:
     return {_NUMBER_WORDS.get(t, t) for t in content_terms(text)}
 
@@ -342,9 +362,11 @@ def score_units(
     """Every answer unit of the evidence, scored for this query, best first."""
     # A Chinese question is matched by its words (rjieba) besides its character bigrams: a unit that has
     # 门禁卡 whole says more than one that shares 门禁; the bigrams still catch a word jieba splits (年/假).
-    words = cjk_content_words(query) if has_cjk(query) else []
+    words = cjk_content_words(query, _written_in(evidence)) if has_cjk(query) else []
     query_terms = _terms(query) | set(words)
     expected = [answer for asks, answer in _ANSWER_TYPES if asks.search(query)]
+    if has_cjk(query):
+        expected += [answer for asks, answer in _CJK_ANSWER_TYPES if asks.search(query)]
     units: list[tuple[int, int, TextUnit, str, str]] = []  # (chunk rank, position, unit, body, how it reads)
     saved: dict[int, np.ndarray] = {}  # chunk rank → its units' vectors, when they match its units
     for rank, item in enumerate(evidence):
@@ -381,6 +403,11 @@ def score_units(
     # identifier carried into a follow-up ("and for contractors?" after a 401k question) only places it.
     names = [n for n in identifiers(asked or query) if any(names_all(e, [n]) for e in evidence)]
     off_topic = {rank for rank, e in enumerate(evidence) if not names_all(e, names)}
+    # So are a Chinese question's place and organisation names, per unit (its headings counted): "去深圳出差酒店"
+    # is answered by the line that names 深圳, not by the meal allowance of the passage ranked above it.
+    places = [n for n in cjk_names(query, _written_in(evidence)) if has_cjk(query)]
+    placed = [f"{evidence[rank].chunk.location}\n{reads}" for rank, _, _, _, reads in units]
+    places = [n for n in places if any(n in text for text in placed)]
     focus = {t for t in {_NUMBER_WORDS.get(t, t) for t in focus} if any(t in terms for terms in sentence_terms)}
     avoid = {" ".join(a.split()) for a in avoid}
     after_said, before_said = _what_follows(evidence, units, avoid, next_step) if next_step else (set(), set())
@@ -395,7 +422,8 @@ def score_units(
         score = LEXICAL_WEIGHT * overlap + 0.05 / (1 + rank) - 0.005 * position
         if query_phrases:
             score += PHRASE_WEIGHT * len(query_phrases & _phrases(reads)) / len(query_phrases)
-        if anchors - terms or rank in off_topic:
+        unplaced = bool(places) and not all(n in f"{evidence[rank].chunk.location}\n{reads}" for n in places)
+        if anchors - terms or rank in off_topic or unplaced:
             score -= ANCHOR_PENALTY
         if focus and not focus & terms:
             score -= ANCHOR_PENALTY
@@ -414,6 +442,8 @@ def score_units(
             score -= SYNTAX_PENALTY
         if unit.kind == "row" and " | " in unit.text:
             score -= 0.2  # a table's header row (or a row with no header to read with) answers nothing alone
+        if words and _CJK_DEFERS.search(reads):
+            score -= CJK_DEFER_PENALTY
         if unit.kind == "row" and _names_a_cell(raw, query):
             score += ROW_KEY_BONUS
         # Told already: not what comes next; nor, when it lacks the follow-up's own words ("contractors") that
@@ -442,7 +472,8 @@ def score_units(
             closest: dict[tuple[int, str], float] = {}
             for c, cos in zip(members, vectors @ query_vector, strict=True):
                 closest[(c.rank, c.reads)] = max(float(cos), closest.get((c.rank, c.reads), -1.0))
-            scored = [replace(c, score=c.score + closest[key]) for key, c in head.items()]
+            meaning = CJK_MEANING_WEIGHT if has_cjk(query) else 1.0
+            scored = [replace(c, score=c.score + meaning * closest[key]) for key, c in head.items()]
     scored.sort(key=lambda c: c.score, reverse=True)
     return scored
 
@@ -475,6 +506,7 @@ def compose(
         and passage_best is not None
         and passage_best.score >= LEAD_PASSAGE_SHARE * lead.score
         and not any(n in lead.reads.lower() and n not in passage_best.reads.lower() for n in names)
+        and not _cjk_says_less(query, passage_best, lead, evidence)
     ):
         lead = passage_best
     lead_kb = kbs[lead.rank]
@@ -497,6 +529,20 @@ def compose(
         covered |= candidate.terms & query_terms
     rest = sorted(chosen[1:], key=lambda c: (c.rank != lead.rank, c.rank, c.position))
     return [lead, *rest]
+
+
+def _cjk_says_less(query: str, candidate: _Candidate, lead: _Candidate, evidence: Sequence[Evidence]) -> bool:
+    """Whether a candidate names fewer of a Chinese question's words than the lead (its heading counted): the
+    top-ranked passage's sentence "本指南适用于…有限公司…" does not replace "…纳税人识别号…税号…" for 税号."""
+    if not has_cjk(query):
+        return False
+    words = cjk_content_words(query, _written_in(evidence))
+
+    def named(c: _Candidate) -> int:
+        text = f"{evidence[c.rank].chunk.location}\n{c.reads}"
+        return sum(w in text for w in words)
+
+    return named(candidate) < named(lead)
 
 
 def _cited(evidence: Sequence[Evidence], chosen: Sequence[_Candidate]) -> DraftAnswer:

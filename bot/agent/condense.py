@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from bot.agent.messages import is_fixed_reply
 from bot.agent.models import Turn
-from tools.text import STOPWORDS, content_terms, has_cjk, raw_tokens
+from tools.text import STOPWORDS, cjk_content_words, cjk_names, cjk_words, content_terms, has_cjk, raw_tokens
 
 MAX_HISTORY_TURNS = 8
 
@@ -56,7 +56,15 @@ _EXISTENTIAL_THERE = re.compile(
 )
 _SUBJECT_PRONOUNS = re.compile(r"\b(it|they|them|he|she|him|her|this|that)\b", re.I)
 _POSSESSIVE_PRONOUNS = re.compile(r"\b(its|their|his|her)\b", re.I)
-_CJK_PRONOUN = re.compile(r"(它们|它|他们|她们|他|她|这个|那个|其)")
+_CJK_PRONOUN = re.compile(r"(它们|它|他们|她们|(?<![其])他|她|这个|那个|其(?![他它余]))")  # 其他城市: other cities
+# A Chinese follow-up: one that adds a condition ("如果超过90天呢？"), ends on 呢 ("当天往返的呢？"), or has no
+# subject of its own — no noun of two characters or more ("什么时候充到卡里？", "丢了怎么办").
+_CJK_CONDITION = re.compile(r"^\s*(?:如果|要是|万一|假如)")
+_CJK_SUBJECT_TAGS = ("n", "ns", "nt", "nz", "vn", "nrt", "nr")
+_CJK_ENDS_ELLIPSIS = re.compile(r"呢\s*[？?。]*\s*$")
+# A follow-up that asks its own question (a question word of its own) takes the previous question's subject,
+# not the previous question: "午餐补贴每天多少钱？" then "什么时候充到卡里？" asks when, not how much.
+_CJK_ASKS = re.compile(r"什么|多少|几|谁|哪|怎么|如何|多久|吗|是否|能不能|可不可以|要不要")
 _QUESTION_WORDS = {
     "what",
     "how",
@@ -123,9 +131,17 @@ _NOT_USED = re.compile(rf"\b{_NOT}\s+(?:use|spend|take|claim|redeem)\b", re.I)
 _MODALS = frozenset(["need", "needs", "have", "has", "must", "required", "supposed", "allowed", "able"])
 
 
+# The Chinese shapes: "如果没到呢？", "超出了怎么办？", "没休完怎么办", "然后呢？".
+_CJK_WHAT_NEXT = re.compile(
+    r"^\s*(?:那么?|那)?[，,\s]*(?:如果|要是|万一|假如)?[^，。？?]{0,6}(?:不|没|未|忘|超过|超出|逾期)[^，。？?]{0,8}"
+    r"(?:呢|怎么办|会怎样|怎么样|会怎么样)\s*[？?]?\s*$|然后呢|之后呢|接下来(?:呢|怎么办|做什么)"
+)
+_CJK_SEQUENCE = re.compile(r"然后|之后|接下来")
+
+
 def asks_what_next(question: str) -> bool:
-    """Whether a message asks what happens next or otherwise ("and if I don't?", "then what?")."""
-    return bool(_WHAT_NEXT.search(question))
+    """Whether a message asks what happens next or otherwise ("and if I don't?", "then what?", "如果没到呢？")."""
+    return bool(_WHAT_NEXT.search(question)) or (has_cjk(question) and bool(_CJK_WHAT_NEXT.search(question)))
 
 
 _SEQUENCE = re.compile(r"\b(?:then|next|after(?:wards)?)\b", re.I)
@@ -136,6 +152,8 @@ def what_next_kind(question: str) -> str:
     I don't?"), "" for a question that asks neither."""
     if not asks_what_next(question):
         return ""
+    if has_cjk(question):
+        return "then" if _CJK_SEQUENCE.search(question) else "otherwise"
     return "then" if _SEQUENCE.search(question) and not re.search(r"\bif\b", question, re.I) else "otherwise"
 
 
@@ -192,7 +210,7 @@ def is_follow_up(question: str) -> bool:
         return True
     tokens = raw_tokens(_EXISTENTIAL_THERE.sub(" ", question))
     if has_cjk(question):
-        return bool(_CJK_PRONOUN.search(question)) or len(question.strip()) <= 6
+        return bool(_CJK_PRONOUN.search(question)) or len(question.strip()) <= 6 or _cjk_elliptic(question)
     if any(t in _PRONOUNS for t in tokens):
         return True
     return len(content_words(question)) <= 1
@@ -232,10 +250,7 @@ def condense_offline(
     names_answered = _names_in_answer(history)
 
     if has_cjk(question) or has_cjk(previous):
-        core = _CJK_CONNECTIVE.sub("", question)
-        core = _CJK_PRONOUN.sub("", core).strip(" ？?。")
-        context = "".join(ch for ch in previous if ch not in "？?。！!，,")
-        return f"{context} {core}".strip() if core else context
+        return _condense_cjk(question, previous)
 
     if _CORRECTION.match(question):
         # "no, I meant the EU one": the previous question about the other name, or else an ellipsis of it.
@@ -612,6 +627,48 @@ def _slot_swapped(previous: str, phrase: str, similarity: Callable | None) -> st
     if not (same_head or close):
         return None
     return previous[: counted.start(1)] + previous[counted.start(1) :].replace(old, phrase, 1)
+
+
+def _cjk_elliptic(question: str) -> bool:
+    """A Chinese question that leans on the one before: a condition, a closing 呢, or no subject noun."""
+    if _CJK_CONDITION.match(question) or _CJK_ENDS_ELLIPSIS.search(question):
+        return True
+    content = set(cjk_content_words(question))
+    subject = [w for w, tag in cjk_words(question) if w in content and tag in _CJK_SUBJECT_TAGS and tag[:2] != "nr"]
+    return not subject and not any(c.isascii() and c.isalnum() for c in question)
+
+
+# What a Chinese question asks with, to leave out when only its subject is carried into a follow-up.
+_CJK_QUESTION_SPAN = re.compile(
+    r"什么时候|什么|多少钱|多少|几[天点次个月年号]?|谁|哪里|哪儿|哪[个些天位家]?|怎么办|怎么样|怎么|如何|多久|多长时间"
+    r"|吗|是否|能不能|可不可以|要不要|呢"
+)
+
+
+def _condense_cjk(question: str, previous: str) -> str:
+    """A Chinese follow-up completed from the previous question. "那陪产假呢？" after "婚假有几天？" is that
+    question about 陪产假 (the word with the same head, 假, is replaced; a place by a place: "那北京办公室呢？"
+    after a Shanghai question asks about Beijing); a follow-up with a question of its own ("什么时候充到卡里？")
+    takes the previous question's subject, not its question words; otherwise the whole previous question."""
+    core = _CJK_CONNECTIVE.sub("", question)
+    core = _CJK_PRONOUN.sub("", core).strip(" ？?。")
+    context = "".join(ch for ch in previous if ch not in "？?。！!，,")
+    if not core:
+        return context
+    if _CJK_ENDS_ELLIPSIS.search(question) and not _CJK_CONDITION.match(core):
+        phrase = re.sub(r"(?:的)?呢$", "", core).strip()
+        new_places, old_places = cjk_names(phrase), [p for p in cjk_names(context) if p not in phrase]
+        if new_places and len(old_places) == 1 and phrase.find(new_places[0]) == 0:
+            old = old_places[0] + phrase[len(new_places[0]) :]  # "上海办公室" for "北京办公室"
+            return context.replace(old, phrase, 1) if old in context else context.replace(old_places[0], phrase, 1)
+        words = cjk_content_words(context)
+        same_head = [w for w in words if len(phrase) > 1 and w[-1] == phrase[-1] and w not in phrase]
+        if same_head:
+            return context.replace(same_head[0], phrase, 1)
+    if _CJK_ASKS.search(core) and not _CJK_CONDITION.match(core):
+        subject = " ".join(_CJK_QUESTION_SPAN.sub(" ", context).split())
+        return f"{subject} {core}".strip()
+    return f"{context} {core}".strip()
 
 
 # "I have to acknowledge a page", "we need to finish the security awareness training": what the previous

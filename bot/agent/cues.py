@@ -44,12 +44,23 @@ _NUMBER = re.compile(
     re.I,
 )
 
+# Chinese may-I questions ("需要发票吗", "能报销吗", "是否…") are answered by a sentence that allows, requires or
+# forbids (可/须/无需/不予…); whom-to-ask questions ("找谁") by one that names a contact or who decides.
+CJK_MAY = re.compile(
+    r"能不能|可不可以|可以[^，。？?]*吗|能[^，。？?]*吗|是否|允许|要不要|需不需要|需要[^，。？?]*吗|用不用"
+)
+CJK_RULING = re.compile(r"可以|可[^以]|不能|不得|禁止|不予|不接受|须|需要|无需|不需|一律|允许")
+CJK_WHOM = re.compile(r"谁|哪个部门|哪位|联系人")
+CJK_CONTACT = re.compile(r"联系|负责|专员|经理|审批|邮箱|@|HRBP|前台|财务组")
+
 # (what the question asks, what a sentence answering it contains), most specific first.
 CUES: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = (
     (_HOW_OFTEN, _FREQUENCY),
     (_HOW_LONG, _DURATION),
     (_WHEN, _DATE_OR_TIME),
     (_HOW_MUCH, _NUMBER),
+    (CJK_MAY, CJK_RULING),
+    (CJK_WHOM, CJK_CONTACT),
 )
 # "What's the admin fee?", "what does starter cost?": only an amount of money (or "free") answers; a sentence
 # about the plan that names no price does not.

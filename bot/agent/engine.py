@@ -171,7 +171,7 @@ class AnswerEngine:
         message, when `query` condenses a follow-up."""
         known = self.term_known(kbs)
         grading.measure_coverage(query, evidence, known)
-        verdict = grading.grade_offline(query, evidence, known, self.answer_units(query, evidence), asked)
+        verdict = grading.grade_offline(query, evidence, known, self.answer_units(query, evidence, known), asked)
         return llm_step(
             fallback.GRADE,
             llm,
@@ -182,7 +182,9 @@ class AnswerEngine:
             wanted=grading.worth_asking(verdict, evidence),
         )
 
-    def answer_units(self, query: str, evidence: list[Evidence]) -> list[grading.UnitMatch]:
+    def answer_units(
+        self, query: str, evidence: list[Evidence], term_known: Callable[[str], bool] | None = None
+    ) -> list[grading.UnitMatch]:
         """The best chunks' answer units, measured against the query by the vectors saved at ingest."""
         top = evidence[: grading.UNIT_CHUNKS]
         if not top:
@@ -191,7 +193,7 @@ class AnswerEngine:
         saved = self.service.store.unit_vectors(embedder.model_name, embedder.dimension, [e.chunk for e in top])
         if not saved:
             return []
-        return grading.unit_matches(query, top, embedder.embed_query(query), saved)
+        return grading.unit_matches(query, top, embedder.embed_query(query), saved, term_known)
 
     def reformulate(
         self, question: Question, query: str, kbs: list[str], verdict: grading.Verdict, trace: Trace, llm: LlmAccess

@@ -134,7 +134,7 @@ def measure_coverage(query: str, evidence: Sequence[Evidence], term_known: Calla
     """Set each chunk's `coverage`: the share of the query's content terms it (or its header) contains.
     A Chinese question's terms are its words (a word counts where the text contains it)."""
     if has_cjk(query):
-        terms = QueryTerms.of(query)
+        terms = QueryTerms.of(query, cjk_known(term_known))
         for e in evidence:
             e.coverage = terms.covered(f"{e.chunk.header}\n{e.chunk.text}")
         return
@@ -167,8 +167,17 @@ class QueryTerms:
     words: tuple[str, ...]  # Chinese words, matched as written
 
     @classmethod
+    def of(cls, query: str, known: Callable[[str], bool] | None = None) -> QueryTerms:
+        """`known`: whether the KB writes a Chinese word (`cjk_known`), to read a Chinese question's words as it
+        does (not cached: it depends on the KB)."""
+        if known is None or not has_cjk(query):
+            return cls._of(query)
+        latin = frozenset(t for t in asked_terms(query) if not has_cjk(t))
+        return cls(latin, tuple(cjk_content_words(query, known)))
+
+    @classmethod
     @lru_cache(maxsize=1024)  # asked for each evidence chunk a probe re-ranks: the same query, eight times
-    def of(cls, query: str) -> QueryTerms:
+    def _of(cls, query: str) -> QueryTerms:
         if not has_cjk(query):
             return cls(frozenset(asked_terms(query)), ())
         latin = frozenset(t for t in asked_terms(query) if not has_cjk(t))
@@ -184,6 +193,11 @@ class QueryTerms:
         return found / total
 
 
+def cjk_known(term_known: Callable[[str], bool]) -> Callable[[str], bool]:
+    """Whether the searched KBs write a Chinese word: every character pair of it is an index term."""
+    return lambda word: all(term_known(t) for t in keyword_terms(word))
+
+
 @dataclass(frozen=True)
 class UnitMatch:
     """One answer unit (sentence, list item, table row) of an evidence chunk, measured against the query."""
@@ -196,10 +210,14 @@ class UnitMatch:
 
 
 def unit_matches(
-    query: str, evidence: Sequence[Evidence], query_vector: np.ndarray, unit_vectors: dict[str, np.ndarray]
+    query: str,
+    evidence: Sequence[Evidence],
+    query_vector: np.ndarray,
+    unit_vectors: dict[str, np.ndarray],
+    term_known: Callable[[str], bool] | None = None,
 ) -> list[UnitMatch]:
     """The answer units of the best UNIT_CHUNKS chunks that have vectors saved at ingest, best cosine first."""
-    terms = QueryTerms.of(query)
+    terms = QueryTerms.of(query, cjk_known(term_known) if term_known else None)
     expected = cues.expected_answers(query)
     found: list[UnitMatch] = []
     for rank, e in enumerate(evidence[:UNIT_CHUNKS]):
@@ -232,7 +250,7 @@ def grade_offline(
     unknown = [t for t in specific_terms(query) if not all(term_known(k) for k in keyword_terms(t))]
     if unknown:
         return Verdict(False, f"the knowledge base never mentions {', '.join(unknown)}", missing=", ".join(unknown))
-    absent = near_misses(query, evidence[:UNIT_CHUNKS], asked)
+    absent = near_misses(query, evidence[:UNIT_CHUNKS], asked, cjk_known(term_known))
     if not absent and not has_cjk(query):
         absent = unnamed_kinds(query, evidence[:UNIT_CHUNKS], term_known, asked)
     if absent:
@@ -407,12 +425,15 @@ def grade_cjk(
     """A Chinese question: refused when it names a thing (a noun) the KB never mentions; otherwise sufficient
     when one chunk that names its places holds most of its words, or one unit of such a chunk holds enough
     of them and is the kind of fact asked for. Cosine does not count: it is high for any Chinese text."""
-    unknown = [w for w in cjk_nouns(query) if not all(term_known(t) for t in keyword_terms(w))]
+    known = cjk_known(term_known)
+    unknown = [w for w in cjk_nouns(query, known) if not known(w)]
+    # A Latin word in a Chinese question names a thing (VPN, Excel, Wi-Fi): one the KB never writes is missing too.
+    unknown += [t for t in QueryTerms.of(query).terms if len(t) > 1 and not term_known(t)]
     if unknown:
         return Verdict(False, f"the knowledge base never mentions {', '.join(unknown)}", missing=", ".join(unknown))
     # The parental leave of 北京 is not answered by a chunk about leave that names no 北京, even if another
     # chunk mentions 北京 in passing: the names must be in the chunk that answers.
-    names = cjk_names(query)
+    names = cjk_names(query, known)
     about = [
         rank
         for rank, e in enumerate(evidence[:UNIT_CHUNKS])
@@ -424,7 +445,7 @@ def grade_cjk(
     if best.coverage >= CJK_COVERAGE:
         return Verdict(True, f"the question's words are in the evidence ({best.coverage:.0%})")
     # A sentence that answers on its own names the places itself, and enough of the question besides them.
-    subject = QueryTerms(frozenset(), tuple(w for w in cjk_content_words(query) if w not in names))
+    subject = QueryTerms(frozenset(), tuple(w for w in cjk_content_words(query, known) if w not in names))
     typed = [
         u
         for u in units
@@ -458,13 +479,15 @@ def asks_about_names(query: str) -> bool:
     return bool(_QUESTION.search(query)) and len(content_terms(query)) <= MAX_QUESTION_TERMS
 
 
-def near_misses(query: str, evidence: Sequence[Evidence], asked: str = "") -> list[str]:
+def near_misses(
+    query: str, evidence: Sequence[Evidence], asked: str = "", known: Callable[[str], bool] | None = None
+) -> list[str]:
     """Names in the question that the best evidence never mentions: the parental leave of an office the
     documents never name is not the parental leave of the one they do, however alike the passages read.
     A condensed follow-up is a question when the person's own message (`asked`) was one."""
     texts = [f"{e.chunk.document}\n{e.chunk.header}\n{e.chunk.text}" for e in evidence]
     if has_cjk(query):
-        return [name for name in cjk_names(query) if not any(name in text for text in texts)]
+        return cjk_near_misses(query, texts, known)
     absent: list[str] = []
     if asks_about_names(query) or (asked and asked != query and asks_about_names(asked)):
         terms = [content_terms(text) for text in texts]
@@ -511,6 +534,29 @@ def tier_variants(query: str, texts: Sequence[str]) -> list[str]:
         if any(re.search(rf"(?<![.!?]\s)(?<!^)\b{re.escape(name.capitalize())}\b", text) for text in texts):
             found.append(f"{name} {match.group(2)}")
     return found
+
+
+# Kinds of unit a company has one of per place or name ("北京办公室", "深圳分公司"): a name the documents
+# use elsewhere ("北京、上海…：每晚不超过 ¥600") is not that unit, which they never describe.
+_CJK_UNIT_KINDS = ("办公室", "办事处", "分公司", "子公司", "公司", "总部", "园区", "分部", "团队", "部门", "门店")
+# The name and its kind may stand a few characters apart in a document ("路明货运科技（上海）有限公司").
+_CJK_UNIT_GAP = r"[^。！？；\n]{0,4}?"
+
+
+def cjk_near_misses(query: str, texts: Sequence[str], known: Callable[[str], bool] | None = None) -> list[str]:
+    """Names in a Chinese question that no evidence text names, and a name's unit ("北京办公室") that none
+    names together: the office a question asks about must be one the documents describe."""
+    absent = [name for name in cjk_names(query, known) if not any(name in text for text in texts)]
+    for name in cjk_names(query, known):
+        if name in absent:
+            continue
+        for kind in _CJK_UNIT_KINDS:
+            if re.search(rf"{re.escape(name)}\s*{kind}", query) and not any(
+                re.search(rf"{re.escape(name)}{_CJK_UNIT_GAP}{kind}", text) for text in texts
+            ):
+                absent.append(f"{name}{kind}")
+                break
+    return absent
 
 
 # A rank or grade of a thing ("tier 4", "level 5", "series E", "phase 2"): as named as a code is.

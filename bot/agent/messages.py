@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from tools.text import has_cjk
 
 
@@ -13,11 +15,22 @@ _REFUSAL_START = {"en": "I couldn't find enough in the knowledge bases", "zh": "
 _NO_KNOWLEDGE_BASE = {"en": "There is no knowledge base I may search here.", "zh": "这里没有我可以搜索的知识库。"}
 
 
+# The one reason a Chinese reply can name in Chinese: what the documents never mention (grading's wording), and
+# what they name instead.
+_NEVER_MENTIONS = re.compile(r"never mentions (?P<missing>.+?)(?:; it names (?P<named>.+))?$")
+
+
 def insufficient_context(language: str, searched: list[str], reason: str) -> str:
     kbs = ", ".join(searched) if searched else "none"
     if language == "zh":
+        said = _NEVER_MENTIONS.search(reason)
+        why = ""
+        if said:
+            why = f"文档中没有提到“{said.group('missing').replace(', ', '、')}”"
+            why += f"（只提到 {said.group('named')}）" if said.group("named") else ""
+            why += "。"
         return (
-            f"{_REFUSAL_START['zh']}（{kbs}）中没有找到足够的信息来回答这个问题。"
+            f"{_REFUSAL_START['zh']}（{kbs}）中没有找到足够的信息来回答这个问题。{why}"
             "可以换个更具体的说法再问，或请负责人用 /kb upload 上传涵盖此内容的文档。"
         )
     return (
