@@ -8,6 +8,7 @@ evidence, invalid ones are dropped, and an answer left with no valid citation is
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -179,6 +180,62 @@ SYNTAX_PENALTY = 0.4
 _ASKS_SYNTAX = re.compile(r"\b(syntax|usage|synopsis|options?|flags?|arguments?|parameters?|switch(es)?)\b", re.I)
 
 
+# A question of several asked parts ("how many days and who approves?", "the limits for hotel and meals?") gets
+# each part's best unit, in the question's order; a part the evidence never mentions is said to be missing.
+_PART_BREAK = re.compile(
+    r"\s*(?:[;?]|,?\s+(?:and|or|vs\.?|versus|plus|as well as)\s+"
+    r"|,\s+(?=(?:how|what|when|who|where|which|why|is|are|do|does|can)\b))\s*",
+    re.I,
+)
+# A part's unit must be nearly as well supported as the lead: it answers the question too, only another part of it.
+PART_SHARE = 0.5
+PART_COVERAGE_WEIGHT = 1.0
+PART_TYPE_BONUS = 0.1
+# Parts get units of their own: one unit stands for two parts only when no other unit speaks to one of them nearly
+# as well ("the mileage rate in the US and in Europe" is one sentence).
+PART_REUSE_PENALTY = 0.3
+PART_CHOICES = 4
+# How a part asks ("how many", "how long") is its type, not words its unit must have.
+_ASKING_FORM = re.compile(r"\bhow (?:many|much|long|often|soon|fast|quickly|far|big|early|late)\b", re.I)
+
+
+@dataclass(frozen=True)
+class AskedPart:
+    text: str  # as typed
+    terms: frozenset[str]  # its words no other part has: what its unit must say
+    expected: tuple[re.Pattern[str], ...]  # what a unit answering its asked type contains
+
+
+def asked_parts(question: str) -> list[AskedPart]:
+    """The parts a question asks, in its order: clauses joined by and / or / vs / ";" / "?", each with words of its
+    own ("how long for the primary caregiver and for the secondary?" → …primary caregiver, …secondary). One part
+    (or a Chinese question, whose clauses are not split here) gives []."""
+    if has_cjk(question):
+        return []
+    pieces = [p.strip(" ,.!?") for p in _PART_BREAK.split(question)]
+    pieces = [p for p in pieces if _terms(_ASKING_FORM.sub(" ", p))]
+    if len(pieces) < 2:
+        return []
+    words = [_terms(_ASKING_FORM.sub(" ", p)) for p in pieces]
+    parts = []
+    for i, piece in enumerate(pieces):
+        own = frozenset(words[i] - set().union(*(w for j, w in enumerate(words) if j != i)))
+        if own:
+            parts.append(AskedPart(piece, own, tuple(answer for asks, answer in _ANSWER_TYPES if asks.search(piece))))
+    return parts if len(parts) > 1 else []
+
+
+def unanswered(parts: Sequence[AskedPart], evidence: Sequence[Evidence]) -> list[AskedPart]:
+    """The parts whose own words no evidence chunk (text or headings) has: nothing here says anything about them."""
+    said = set().union(*(_terms(f"{e.chunk.location} {e.chunk.text}") for e in evidence)) if evidence else set()
+    return [part for part in parts if not part.terms & said]
+
+
+def missing_note(parts: Sequence[AskedPart]) -> str:
+    asked = "; ".join(f"“{part.text}”" for part in parts)
+    return f"These sources don't say anything about {asked}."
+
+
 @dataclass(frozen=True)
 class _Candidate:
     score: float
@@ -324,8 +381,13 @@ def extractive_answer(
     if not scored or scored[0].score <= MIN_SENTENCE_SCORE:
         return None
     # A follow-up asking for something else is answered by a sentence the top passage may not hold.
-    chosen = compose(query, evidence, scored, routed, top_passage_first=not avoid)
-    return _cited(evidence, chosen)
+    parts = asked_parts(asked or query)
+    chosen = compose(query, evidence, scored, routed, top_passage_first=not avoid, parts=parts)
+    draft = _cited(evidence, chosen)
+    missing = unanswered(parts, evidence)
+    if missing and len(missing) < len(parts):
+        draft = DraftAnswer(f"{draft.text} {missing_note(missing)}", draft.citations)
+    return draft
 
 
 def score_units(
@@ -403,7 +465,8 @@ def score_units(
             score += ANSWER_TYPE_BONUS
         if asks_first_step and _FIRST_STEP.match(raw):
             score += ANSWER_TYPE_BONUS
-        if reading_length(reads) < MIN_ANSWER_READING or unit.kind == "term" or reads.endswith((":", "：")):
+        fragment = reading_length(reads) < MIN_ANSWER_READING or unit.kind in ("term", "heading")
+        if fragment or reads.endswith((":", "：")):
             score -= 0.2  # headings, fragments and lead-ins ("You can choose between two plans:") answer little
         tokens = reads.split()
         if (
@@ -436,6 +499,11 @@ def score_units(
             if len(head) == SEMANTIC_CANDIDATES:
                 break
             head.setdefault((c.rank, c.reads), c)
+        # Each asked part's lexical front-runner is re-scored too: the other parts' words may outweigh its own.
+        for part in asked_parts(asked or query):
+            front = next((c for c in scored if part.terms & c.terms), None)
+            if front is not None:
+                head.setdefault((front.rank, front.reads), front)
         members = [c for c in scored if (c.rank, c.reads) in head]
         vectors = _meaning_vectors([(c.rank, c.position, c.unit.text) for c in members], saved, embed)
         if vectors is not None:
@@ -453,6 +521,7 @@ def compose(
     scored: Sequence[_Candidate],
     routed: Sequence[str] = (),
     top_passage_first: bool = True,
+    parts: Sequence[AskedPart] = (),
 ) -> list[_Candidate]:
     """The sentences to quote, in the order to quote them: the lead first — the best-supported sentence
     of the top-routed KB that has evidence (another KB's only when clearly better) — then up to
@@ -479,6 +548,25 @@ def compose(
         lead = passage_best
     lead_kb = kbs[lead.rank]
     query_terms = _terms(query)
+    picks = _part_picks(parts, lead, [c for c in scored if kbs[c.rank] == lead_kb])
+    if picks:
+        # One unit per asked part, in the question's order; the lead first when the first part's unit is in
+        # another document (the lead's passage is the one the search ranked for the whole question).
+        documents = [e.chunk.document for e in evidence]
+        if lead not in picks and documents[picks[0].rank] != documents[lead.rank]:
+            picks = [lead, *picks]
+        chosen = list(dict.fromkeys(picks))[:MAX_SENTENCES]
+        covered = set().union(*(c.terms & query_terms for c in chosen))
+        for candidate in scored:
+            if len(chosen) >= MAX_SENTENCES or candidate.score < 0.6 * lead.score:
+                break
+            if candidate in chosen or sum(len(c.reads) for c in chosen) + len(candidate.reads) > MAX_ANSWER_CHARS:
+                continue
+            if _repeats(candidate, chosen) or (candidate.terms & query_terms) <= covered:
+                continue
+            chosen.append(candidate)
+            covered |= candidate.terms & query_terms
+        return chosen
     chosen = [lead]
     covered = set(lead.terms & query_terms)
     for candidate in scored:
@@ -486,17 +574,62 @@ def compose(
             break
         if candidate is lead or sum(len(c.reads) for c in chosen) + len(candidate.reads) > MAX_ANSWER_CHARS:
             continue
-        said = _terms(candidate.reads)  # its own words: the .txt and .html of one page sit under other headings
-        if any(candidate.reads == c.reads or _near_duplicate(said, _terms(c.reads)) for c in chosen):
+        if _repeats(candidate, chosen):
             continue
-        if any(candidate.unit.lead and candidate.unit.lead == c.unit.text for c in chosen):
-            continue  # its lead-in is quoted already; keep the order simple
         if kbs[candidate.rank] != lead_kb and not (candidate.terms & query_terms) - covered:
             continue
         chosen.append(candidate)
         covered |= candidate.terms & query_terms
     rest = sorted(chosen[1:], key=lambda c: (c.rank != lead.rank, c.rank, c.position))
     return [lead, *rest]
+
+
+def _repeats(candidate: _Candidate, chosen: Sequence[_Candidate]) -> bool:
+    """Whether `candidate` says again what is chosen: the same words (the .txt and .html of one page sit under
+    other headings, so its own words, not its headings), or the sentence that introduces it (keep the order simple)."""
+    said = _terms(candidate.reads)
+    if any(candidate.reads == c.reads or _near_duplicate(said, _terms(c.reads)) for c in chosen):
+        return True
+    return any(candidate.unit.lead and candidate.unit.lead == c.unit.text for c in chosen)
+
+
+def _part_picks(parts: Sequence[AskedPart], lead: _Candidate, same_kb: Sequence[_Candidate]) -> list[_Candidate]:
+    """Each asked part's unit, in the question's order: of the lead's KB's units nearly as well supported as the
+    lead, the assignment that best fits the parts (a unit fits a part by its support, the share of the part's own
+    words it says and whether it answers the part's asked type), a unit standing for two parts only when that
+    fits clearly better. A part no such unit speaks to gets none (the answer says so when no evidence does)."""
+    if not parts:
+        return []
+
+    # A part's unit says that part's own words itself (every unit of a passage "has" its heading's words) and
+    # is about that part more than about another ("a doctor's note … after 3 consecutive sick days" answers when
+    # the note is needed, not how many sick days there are).
+    said = {c: _terms(c.reads) for c in same_kb}
+
+    def coverage(c: _Candidate, part: AskedPart) -> float:
+        return len(part.terms & said[c]) / len(part.terms)
+
+    def fit(c: _Candidate, part: AskedPart) -> float:
+        elsewhere = max(coverage(c, other) for other in parts if other is not part)
+        typed = PART_TYPE_BONUS if any(p.search(c.reads) for p in part.expected) else 0.0
+        return c.score + PART_COVERAGE_WEIGHT * (coverage(c, part) - elsewhere) + typed
+
+    choices = []
+    for part in parts:
+        fitting = [c for c in same_kb if part.terms & said[c] and c.score >= PART_SHARE * lead.score]
+        choices.append(sorted(fitting, key=lambda c, part=part: fit(c, part), reverse=True)[:PART_CHOICES] or [None])
+    best: tuple[float, tuple[_Candidate | None, ...]] = (-math.inf, ())
+    for assignment in itertools.product(*choices):
+        given = [c for c in assignment if c is not None]
+        total = sum(fit(c, part) for c, part in zip(assignment, parts, strict=True) if c is not None)
+        total -= PART_REUSE_PENALTY * (len(given) - len(set(given)))
+        if total > best[0]:
+            best = (total, assignment)
+    picks: list[_Candidate] = []
+    for pick in best[1]:
+        if pick is not None and not any(_repeats(pick, [p]) for p in picks):
+            picks.append(pick)
+    return picks
 
 
 def _cited(evidence: Sequence[Evidence], chosen: Sequence[_Candidate]) -> DraftAnswer:
