@@ -8,7 +8,6 @@ evidence, invalid ones are dropped, and an answer left with no valid citation is
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -96,6 +95,17 @@ _ANSWER_TYPES = [
         ),
     ),
 ]
+# "How many days do I get?" asks what someone is given: the sentence that says who receives how much, not the
+# limit on carrying some over next to it.
+_ASKS_ALLOWANCE = re.compile(
+    r"\bhow (?:many|much)\b.*\b(?:do|does|will|would|can|did)\s+(?:i|we|you|they|employees?|staff|people|\w+s)\s+"
+    r"(?:get|receive|earn|accrue)\b",
+    re.I,
+)
+_ALLOWANCE = re.compile(
+    r"\b(?:receives?|received|gets?|entitled|entitlement|earns?|accrues?|allowance|(?:is|are) given)\b", re.I
+)
+ALLOWANCE_BONUS = 0.1
 _MARKER = re.compile(r"\[(\d{1,3})\]")
 _LIST_ITEM_START = re.compile(r"^\s*(?:[-*•▪]|\d{1,2}[.)])\s+")
 
@@ -144,6 +154,9 @@ MIN_SENTENCE_SCORE = 0.1
 LEAD_KB_SHARE = 0.75
 # Within that KB the top-ranked passage leads unless another passage's unit is clearly better supported.
 LEAD_PASSAGE_SHARE = 0.9
+# … and only when the search ranked it clearly first: two passages this close in fused score are a tie, and then
+# the better-supported unit leads ("25 days of paid annual leave" over the carry-over limit ranked 0.006 above it).
+LEAD_PASSAGE_TIE = 0.02
 # Two sentences sharing this share of their terms say the same thing (a page ingested as .txt and .html).
 NEAR_DUPLICATE = 0.8
 # A follow-up asking what comes next ("and if I don't?") is not answered by what was just said.
@@ -182,21 +195,17 @@ _ASKS_SYNTAX = re.compile(r"\b(syntax|usage|synopsis|options?|flags?|arguments?|
 
 # A question of several asked parts ("how many days and who approves?", "the limits for hotel and meals?") gets
 # each part's best unit, in the question's order; a part the evidence never mentions is said to be missing.
-_PART_BREAK = re.compile(
-    r"\s*(?:[;?]|,?\s+(?:and|or|vs\.?|versus|plus|as well as)\s+"
-    r"|,\s+(?=(?:how|what|when|who|where|which|why|is|are|do|does|can)\b))\s*",
-    re.I,
-)
+# Two questions in one message ("how many days? who approves?") are two parts too.
+_ASKS = r"(?:how|what|what's|whats|when|who|whom|where|which|why|is|are|do|does|did|can|could|should|must|will)\b"
+_PART_BREAK = re.compile(rf"\s*(?:[;?]\s*(?={_ASKS})|,?\s+(?:and|vs\.?|versus|plus|as well as)\s+)\s*", re.I)
+# "between Christmas and New Year", "from Monday to Friday and …": one span, not two parts.
+_BETWEEN = re.compile(r"\bbetween\s+\S+(?:\s+\S+)?\s*$", re.I)
 # A part's unit must be nearly as well supported as the lead: it answers the question too, only another part of it.
 PART_SHARE = 0.5
 PART_COVERAGE_WEIGHT = 1.0
 PART_TYPE_BONUS = 0.1
-# Parts get units of their own: one unit stands for two parts only when no other unit speaks to one of them nearly
-# as well ("the mileage rate in the US and in Europe" is one sentence).
-PART_REUSE_PENALTY = 0.3
-PART_CHOICES = 4
 # How a part asks ("how many", "how long") is its type, not words its unit must have.
-_ASKING_FORM = re.compile(r"\bhow (?:many|much|long|often|soon|fast|quickly|far|big|early|late)\b", re.I)
+_ASKING_FORM = re.compile(r"\bhow (?:many|much|long|often|soon|fast|quickly|far|big|early|late)\b|\bwhat['’]?s\b", re.I)
 
 
 @dataclass(frozen=True)
@@ -212,7 +221,13 @@ def asked_parts(question: str) -> list[AskedPart]:
     (or a Chinese question, whose clauses are not split here) gives []."""
     if has_cjk(question):
         return []
-    pieces = [p.strip(" ,.!?") for p in _PART_BREAK.split(question)]
+    pieces: list[str] = []
+    for piece in _PART_BREAK.split(question):
+        if pieces and _BETWEEN.search(pieces[-1]):
+            pieces[-1] = f"{pieces[-1]} and {piece}"
+        else:
+            pieces.append(piece)
+    pieces = [p.strip(" ,.!?") for p in pieces]
     pieces = [p for p in pieces if _terms(_ASKING_FORM.sub(" ", p))]
     if len(pieces) < 2:
         return []
@@ -226,9 +241,10 @@ def asked_parts(question: str) -> list[AskedPart]:
 
 
 def unanswered(parts: Sequence[AskedPart], evidence: Sequence[Evidence]) -> list[AskedPart]:
-    """The parts whose own words no evidence chunk (text or headings) has: nothing here says anything about them."""
+    """The parts whose own words no evidence chunk (text or headings) has, even as the start of a longer word
+    ("sev" in SEV1): nothing here says anything about them."""
     said = set().union(*(_terms(f"{e.chunk.location} {e.chunk.text}") for e in evidence)) if evidence else set()
-    return [part for part in parts if not part.terms & said]
+    return [part for part in parts if not any(w.startswith(t) for t in part.terms for w in said)]
 
 
 def missing_note(parts: Sequence[AskedPart]) -> str:
@@ -449,6 +465,7 @@ def score_units(
     # A follow-up's own words in their order ("after five years") say what it adds to the thread.
     query_phrases = (_phrases(asked) if focus and asked else set()) or _phrases(query)
     asks_first_step = bool(_ASKS_FIRST_STEP.search(asked or query))
+    asks_allowance = bool(_ASKS_ALLOWANCE.search(asked or query))
     asks_syntax = bool(_ASKS_SYNTAX.search(asked or query))
     scored = []
     for (rank, position, unit, body, reads), terms in zip(units, sentence_terms, strict=True):
@@ -463,6 +480,8 @@ def score_units(
             score -= ANCHOR_PENALTY
         if expected and any(pattern.search(reads) for pattern in expected):
             score += ANSWER_TYPE_BONUS
+        if asks_allowance and _ALLOWANCE.search(reads):
+            score += ALLOWANCE_BONUS
         if asks_first_step and _FIRST_STEP.match(raw):
             score += ANSWER_TYPE_BONUS
         fragment = reading_length(reads) < MIN_ANSWER_READING or unit.kind in ("term", "heading")
@@ -543,26 +562,29 @@ def compose(
         top_passage_first
         and passage_best is not None
         and passage_best.score >= LEAD_PASSAGE_SHARE * lead.score
+        and evidence[top_rank].score - evidence[lead.rank].score > LEAD_PASSAGE_TIE
         and not any(n in lead.reads.lower() and n not in passage_best.reads.lower() for n in names)
     ):
         lead = passage_best
     lead_kb = kbs[lead.rank]
     query_terms = _terms(query)
-    picks = _part_picks(parts, lead, [c for c in scored if kbs[c.rank] == lead_kb])
+    picks = _part_picks(parts, lead, [c for c in scored if kbs[c.rank] == lead_kb and c is not lead])
     if picks:
         # One unit per asked part, in the question's order; the lead first when the first part's unit is in
-        # another document (the lead's passage is the one the search ranked for the whole question).
+        # another document than the lead's (the search ranked the lead's passage for the whole question).
         documents = [e.chunk.document for e in evidence]
-        if lead not in picks and documents[picks[0].rank] != documents[lead.rank]:
-            picks = [lead, *picks]
-        chosen = list(dict.fromkeys(picks))[:MAX_SENTENCES]
+        if lead not in picks or documents[picks[0].rank] != documents[lead.rank]:
+            picks = [lead, *(p for p in picks if p is not lead)]
+        chosen = picks[:MAX_SENTENCES]
         covered = set().union(*(c.terms & query_terms for c in chosen))
         for candidate in scored:
             if len(chosen) >= MAX_SENTENCES or candidate.score < 0.6 * lead.score:
                 break
             if candidate in chosen or sum(len(c.reads) for c in chosen) + len(candidate.reads) > MAX_ANSWER_CHARS:
                 continue
-            if _repeats(candidate, chosen) or (candidate.terms & query_terms) <= covered:
+            if _repeats(candidate, chosen) or (
+                kbs[candidate.rank] != lead_kb and candidate.terms & query_terms <= covered
+            ):
                 continue
             chosen.append(candidate)
             covered |= candidate.terms & query_terms
@@ -593,43 +615,31 @@ def _repeats(candidate: _Candidate, chosen: Sequence[_Candidate]) -> bool:
     return any(candidate.unit.lead and candidate.unit.lead == c.unit.text for c in chosen)
 
 
+def _says(part: AskedPart, words: set[str]) -> float:
+    """The share of the part's own words that `words` has; a word typed short ("prod", "config") says the longer one."""
+    said = sum(any(w == t or (len(t) >= 4 and w.startswith(t)) for w in words) for t in part.terms)
+    return said / len(part.terms)
+
+
 def _part_picks(parts: Sequence[AskedPart], lead: _Candidate, same_kb: Sequence[_Candidate]) -> list[_Candidate]:
-    """Each asked part's unit, in the question's order: of the lead's KB's units nearly as well supported as the
-    lead, the assignment that best fits the parts (a unit fits a part by its support, the share of the part's own
-    words it says and whether it answers the part's asked type), a unit standing for two parts only when that
-    fits clearly better. A part no such unit speaks to gets none (the answer says so when no evidence does)."""
-    if not parts:
-        return []
-
-    # A part's unit says that part's own words itself (every unit of a passage "has" its heading's words) and
-    # is about that part more than about another ("a doctor's note … after 3 consecutive sick days" answers when
-    # the note is needed, not how many sick days there are).
-    said = {c: _terms(c.reads) for c in same_kb}
-
-    def coverage(c: _Candidate, part: AskedPart) -> float:
-        return len(part.terms & said[c]) / len(part.terms)
-
-    def fit(c: _Candidate, part: AskedPart) -> float:
-        elsewhere = max(coverage(c, other) for other in parts if other is not part)
-        typed = PART_TYPE_BONUS if any(p.search(c.reads) for p in part.expected) else 0.0
-        return c.score + PART_COVERAGE_WEIGHT * (coverage(c, part) - elsewhere) + typed
-
-    choices = []
-    for part in parts:
-        fitting = [c for c in same_kb if part.terms & said[c] and c.score >= PART_SHARE * lead.score]
-        choices.append(sorted(fitting, key=lambda c, part=part: fit(c, part), reverse=True)[:PART_CHOICES] or [None])
-    best: tuple[float, tuple[_Candidate | None, ...]] = (-math.inf, ())
-    for assignment in itertools.product(*choices):
-        given = [c for c in assignment if c is not None]
-        total = sum(fit(c, part) for c, part in zip(assignment, parts, strict=True) if c is not None)
-        total -= PART_REUSE_PENALTY * (len(given) - len(set(given)))
-        if total > best[0]:
-            best = (total, assignment)
+    """Each asked part's unit, in the question's order. The lead stands for a part unless another of its KB's
+    units, nearly as well supported, says more of the part's own words — by itself, not through its heading (every
+    unit of a passage "has" that) — and at least half of them; then the best of those (support, the part's words,
+    the part's asked type) does. [] when the lead stands for every part."""
+    said = {c: _terms(c.reads) for c in [lead, *same_kb]}
     picks: list[_Candidate] = []
-    for pick in best[1]:
-        if pick is not None and not any(_repeats(pick, [p]) for p in picks):
+    for part in parts:
+        floor = max(_says(part, said[lead]), 0.5 - 1e-9)
+        better = [c for c in same_kb if c.score >= PART_SHARE * lead.score and _says(part, said[c]) > floor]
+
+        def fit(c: _Candidate, part: AskedPart = part) -> float:
+            typed = PART_TYPE_BONUS if any(p.search(c.reads) for p in part.expected) else 0.0
+            return c.score + PART_COVERAGE_WEIGHT * _says(part, said[c]) + typed
+
+        pick = max(better, key=fit) if better else lead
+        if not any(_repeats(pick, [p]) for p in picks):
             picks.append(pick)
-    return picks
+    return picks if picks != [lead] else []
 
 
 def _cited(evidence: Sequence[Evidence], chosen: Sequence[_Candidate]) -> DraftAnswer:
