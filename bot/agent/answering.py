@@ -616,20 +616,19 @@ def _repeats(candidate: _Candidate, chosen: Sequence[_Candidate]) -> bool:
 
 
 def _says(part: AskedPart, words: set[str]) -> float:
-    """The share of the part's own words that `words` has; a word typed short ("prod", "config") says the longer one."""
-    said = sum(any(w == t or (len(t) >= 4 and w.startswith(t)) for w in words) for t in part.terms)
-    return said / len(part.terms)
+    """The share of the part's own words that `words` has."""
+    return len(part.terms & words) / len(part.terms)
 
 
 def _part_picks(parts: Sequence[AskedPart], lead: _Candidate, same_kb: Sequence[_Candidate]) -> list[_Candidate]:
     """Each asked part's unit, in the question's order. The lead stands for a part unless another of its KB's
     units, nearly as well supported, says more of the part's own words — by itself, not through its heading (every
-    unit of a passage "has" that) — and at least half of them; then the best of those (support, the part's words,
+    unit of a passage "has" that) — and more than half of them; then the best of those (support, the part's words,
     the part's asked type) does. [] when the lead stands for every part."""
     said = {c: _terms(c.reads) for c in [lead, *same_kb]}
     picks: list[_Candidate] = []
     for part in parts:
-        floor = max(_says(part, said[lead]), 0.5 - 1e-9)
+        floor = max(_says(part, said[lead]), 0.5)
         better = [c for c in same_kb if c.score >= PART_SHARE * lead.score and _says(part, said[c]) > floor]
 
         def fit(c: _Candidate, part: AskedPart = part) -> float:
