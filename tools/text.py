@@ -562,6 +562,9 @@ def answer_units(text: str) -> list[TextUnit]:
         else:
             lead = ""
         unit = TextUnit(plain(raw), start, end, lead if kind == "item" else "", kind)
+        if len(run) == 1 and _defines(text, run[0], unit):
+            close_run()
+            unit = replace(unit, lead=f"{units[-1].text}:")
         previous_kind = "lead" if kind == "text" and unit.text.endswith((":", "：")) else kind
         if (
             reading_length(unit.text) < SHORT_LINE_CHARS
@@ -580,6 +583,25 @@ def answer_units(text: str) -> list[TextUnit]:
         units.append(unit)
     close_run()
     return units
+
+
+MAX_DEFINED_TERM_CHARS = 40
+
+
+def _defines(text: str, term: TextUnit, unit: TextUnit) -> bool:
+    """Whether a short line on its own is the term that the sentence on the next line defines (an HTML <dt>
+    and its <dd>: "Per diem" / "$75 per day for domestic trips."): the sentence reads with it as its lead. Not
+    a heading the sentence names itself ("Hotels" / "Hotels are capped per night.")."""
+    return (
+        term.kind == "text"
+        and reading_length(term.text) <= MAX_DEFINED_TERM_CHARS
+        and not has_cjk(term.text + unit.text)
+        and not _SENTENCE_ENDING.search(term.text)
+        and not _ENDS_WITH_FIGURE.search(term.text)
+        and unit.text.rstrip("'\"’”)]").endswith(".")
+        and "\n" in text[term.end : unit.start]
+        and not content_terms(term.text) <= content_terms(unit.text)
+    )
 
 
 # Runs of short lines are either short sentences of a paragraph ("Yes. You can plan up to 14 days in advance.") or
