@@ -132,3 +132,51 @@ def test_unit_vectors_follow_the_units_of_a_hard_wrapped_chunk(settings) -> None
     chunk = StoredChunk("k/d@v1#0", "k", "klaxon-snooze.txt", 1, 0, "klaxon-snooze", "DESCRIPTION", WRAPPED)
     _, units = embed_chunks(get_embedder(settings), [chunk])
     assert units is not None and len(units[0]) == len(answer_units(WRAPPED)) == 2
+
+
+# --- session 7: what a PDF's table lines and an HTML definition list read as ----------------------------------
+
+PDF_PAGE = (
+    "Hotels are capped per night, excluding taxes. TripDesk shows the cap when you search.\n"
+    "City tier Examples Nightly cap\n"
+    "Tier 1\n"
+    "London, Zurich\n"
+    "$260\n"
+    "Meals and per diem\n"
+    "When you travel overnight you receive a flat meal per diem of $75 per day for domestic trips.\n"
+)
+
+
+def test_a_short_sentence_or_the_next_paragraphs_heading_is_not_a_cell_of_a_pdf_table() -> None:
+    # The PDF parser's shape: a table a cell per line. Runs of short lines stay one unit (the table), but the
+    # sentence before it is no cell of it, nor the heading of the paragraph after it ("Meals and per diem").
+    units = answer_units(PDF_PAGE)
+    assert [u.text for u in units] == [
+        "Hotels are capped per night, excluding taxes.",
+        "TripDesk shows the cap when you search.",
+        "City tier Examples Nightly cap Tier 1 London, Zurich $260",
+        "Meals and per diem",
+        "When you travel overnight you receive a flat meal per diem of $75 per day for domestic trips.",
+    ]
+    assert units[3].kind == "heading"
+    # Short sentences of one paragraph still read together; a table's last row ("Enterprise 3,000") is no heading.
+    assert texts("Yes.\nYou can plan up to 14 days in advance.\n") == ["Yes. You can plan up to 14 days in advance."]
+    table = "Plan Requests per minute\nStarter 60\nEnterprise 3,000\nLimits apply per API key and reset every minute.\n"
+    assert texts(table)[0] == "Plan Requests per minute Starter 60 Enterprise 3,000"
+
+
+def test_an_html_table_row_and_a_definition_read_as_answers(tmp_path) -> None:
+    page = tmp_path / "travel.html"
+    page.write_text(
+        "<html><body><h1>Travel limits</h1><p>Hotels are capped per night.</p>"
+        "<table><tr><th>City tier</th><th>Nightly cap</th></tr><tr><td>Tier 1</td><td>$260</td></tr></table>"
+        "<dl><dt>Per diem</dt><dd>$75 per day for domestic trips.</dd><dt>Mileage</dt><dd>$0.67 per mile.</dd></dl>"
+        "</body></html>",
+        encoding="utf-8",
+    )
+    units = [u for s in parse_file(page).sections for u in answer_units(s.text)]
+    assert "City tier: Tier 1; Nightly cap: $260" in [u.text for u in units]
+    defined = {u.text: u.lead for u in units if u.lead}
+    assert defined == {"$75 per day for domestic trips.": "Per diem:", "$0.67 per mile.": "Mileage:"}
+    # A heading the sentence names itself is no term it defines.
+    assert all(not u.lead for u in answer_units("Hotels\nHotels are capped per night, excluding taxes.\n"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
@@ -541,7 +541,8 @@ def _answer_units(text: str) -> tuple[TextUnit, ...]:
     lead = ""  # the sentence introducing the current list, or the term a definition defines
     terms: list[str] = []
     previous_kind = ""
-    for start, end, kind in _spans_with_kinds(text):
+    spans = _spans_with_kinds(text)
+    for i, (start, end, kind) in enumerate(spans):
         raw = text[start:end]
         if kind == "term":
             term = _term_name(raw)
@@ -569,6 +570,9 @@ def _answer_units(text: str) -> tuple[TextUnit, ...]:
         else:
             lead = ""
         unit = TextUnit(plain(raw), start, end, lead if kind == "item" else "", kind)
+        if len(run) == 1 and _defines(text, run[0], unit):
+            close_run()
+            unit = replace(unit, lead=f"{units[-1].text}:")
         previous_kind = "lead" if kind == "text" and unit.text.endswith((":", "：")) else kind
         if (
             reading_length(unit.text) < SHORT_LINE_CHARS
@@ -576,12 +580,66 @@ def _answer_units(text: str) -> tuple[TextUnit, ...]:
             and kind != "heading"
             and previous_kind != "lead"
         ):
-            run.append(unit)
-            continue
+            if not _heads_next_paragraph(text, spans, i):
+                if run and not _same_shape(run[-1].text, unit.text):
+                    close_run()
+                run.append(unit)
+                continue
+            unit = replace(unit, kind="heading")
+            previous_kind = "heading"
         close_run()
         units.append(unit)
     close_run()
     return tuple(units)
+
+
+MAX_DEFINED_TERM_CHARS = 40
+
+
+def _defines(text: str, term: TextUnit, unit: TextUnit) -> bool:
+    """Whether a short line on its own is the term that the sentence on the next line defines (an HTML <dt>
+    and its <dd>: "Per diem" / "$75 per day for domestic trips."): the sentence reads with it as its lead. Not
+    a heading the sentence names itself ("Hotels" / "Hotels are capped per night.")."""
+    return (
+        term.kind == "text"
+        and reading_length(term.text) <= MAX_DEFINED_TERM_CHARS
+        and not has_cjk(term.text + unit.text)
+        and not _SENTENCE_ENDING.search(term.text)
+        and not _ENDS_WITH_FIGURE.search(term.text)
+        and unit.text.rstrip("'\"’”)]").endswith(".")
+        and "\n" in text[term.end : unit.start]
+        and not content_terms(term.text) <= content_terms(unit.text)
+    )
+
+
+# Runs of short lines are either short sentences of a paragraph ("Yes. You can plan up to 14 days in advance.") or
+# cells of a table (PDF tables come out a cell per line), never both: "TripDesk shows the cap when you search." is
+# not the first cell of the table under it. Nor is the heading of the paragraph under a table ("Meals and per diem"
+# before "When you travel overnight you receive…") its last cell. (Chinese text keeps its runs: 。 ends its cells too.)
+_SENTENCE_ENDING = re.compile(r"[.!?]['\"’”)\]]*$")
+_ENDS_WITH_FIGURE = re.compile(r"\d[\d,.]*\s*[%MKkmb]?$")
+
+
+def _same_shape(previous: str, text: str) -> bool:
+    if has_cjk(previous) or has_cjk(text):
+        return True
+    return bool(_SENTENCE_ENDING.search(previous)) == bool(_SENTENCE_ENDING.search(text))
+
+
+def _heads_next_paragraph(text: str, spans: list[tuple[int, int, str]], i: int) -> bool:
+    start, end, kind = spans[i]
+    line = text[start:end]
+    if kind != "text" or i + 1 == len(spans) or has_cjk(line) or _ENDS_SENTENCE.search(line):
+        return False
+    if _ENDS_WITH_FIGURE.search(line):
+        return False  # "Enterprise 3,000": a table's last row
+    next_start, next_end, next_kind = spans[i + 1]
+    return (
+        next_kind in ("text", "item")
+        and "\n" in text[end:next_start]
+        and reading_length(text[next_start:next_end]) >= SHORT_LINE_CHARS
+        and bool(_ENDS_SENTENCE.search(text[next_start:next_end]))
+    )
 
 
 def shorten(text: str, limit: int) -> str:

@@ -109,6 +109,18 @@ CJK_DEFER_PENALTY = 0.2
 # MiniLM is English-trained: its cosine between a Chinese question and a Chinese sentence varies little with
 # what they say, so for a Chinese question it weighs less against the words the sentence shares.
 CJK_MEANING_WEIGHT = 0.5
+
+# "How many days do I get?" asks what someone is given: the sentence that says who receives how much, not the
+# limit on carrying some over next to it.
+_ASKS_ALLOWANCE = re.compile(
+    r"\bhow (?:many|much)\b.*\b(?:do|does|will|would|can|did)\s+(?:i|we|you|they|employees?|staff|people|\w+s)\s+"
+    r"(?:get|receive|earn|accrue)\b",
+    re.I,
+)
+_ALLOWANCE = re.compile(
+    r"\b(?:receives?|received|gets?|entitled|entitlement|earns?|accrues?|allowance|(?:is|are) given)\b", re.I
+)
+ALLOWANCE_BONUS = 0.1
 _MARKER = re.compile(r"\[(\d{1,3})\]")
 _LIST_ITEM_START = re.compile(r"^\s*(?:[-*•▪]|\d{1,2}[.)])\s+")
 
@@ -157,6 +169,9 @@ MIN_SENTENCE_SCORE = 0.1
 LEAD_KB_SHARE = 0.75
 # Within that KB the top-ranked passage leads unless another passage's unit is clearly better supported.
 LEAD_PASSAGE_SHARE = 0.9
+# … and only when the search ranked it clearly first: two passages this close in fused score are a tie, and then
+# the better-supported unit leads ("25 days of paid annual leave" over the carry-over limit ranked 0.006 above it).
+LEAD_PASSAGE_TIE = 0.02
 # Two sentences sharing this share of their terms say the same thing (a page ingested as .txt and .html).
 NEAR_DUPLICATE = 0.8
 # A follow-up asking what comes next ("and if I don't?") is not answered by what was just said.
@@ -191,6 +206,65 @@ _SYNTAX_TOKEN = re.compile(r"^[\[(<{|-]|[\])>}]$")
 SYNTAX_SHARE = 0.4
 SYNTAX_PENALTY = 0.4
 _ASKS_SYNTAX = re.compile(r"\b(syntax|usage|synopsis|options?|flags?|arguments?|parameters?|switch(es)?)\b", re.I)
+
+
+# A question of several asked parts ("how many days and who approves?", "the limits for hotel and meals?") gets
+# each part's best unit, in the question's order; a part the evidence never mentions is said to be missing.
+# Two questions in one message ("how many days? who approves?") are two parts too.
+_ASKS = r"(?:how|what|what's|whats|when|who|whom|where|which|why|is|are|do|does|did|can|could|should|must|will)\b"
+_PART_BREAK = re.compile(rf"\s*(?:[;?]\s*(?={_ASKS})|,?\s+(?:and|vs\.?|versus|plus|as well as)\s+)\s*", re.I)
+# "between Christmas and New Year", "from Monday to Friday and …": one span, not two parts.
+_BETWEEN = re.compile(r"\bbetween\s+\S+(?:\s+\S+)?\s*$", re.I)
+# A part's unit must be nearly as well supported as the lead: it answers the question too, only another part of it.
+PART_SHARE = 0.5
+PART_COVERAGE_WEIGHT = 1.0
+PART_TYPE_BONUS = 0.1
+# How a part asks ("how many", "how long") is its type, not words its unit must have.
+_ASKING_FORM = re.compile(r"\bhow (?:many|much|long|often|soon|fast|quickly|far|big|early|late)\b|\bwhat['’]?s\b", re.I)
+
+
+@dataclass(frozen=True)
+class AskedPart:
+    text: str  # as typed
+    terms: frozenset[str]  # its words no other part has: what its unit must say
+    expected: tuple[re.Pattern[str], ...]  # what a unit answering its asked type contains
+
+
+def asked_parts(question: str) -> list[AskedPart]:
+    """The parts a question asks, in its order: clauses joined by and / or / vs / ";" / "?", each with words of its
+    own ("how long for the primary caregiver and for the secondary?" → …primary caregiver, …secondary). One part
+    (or a Chinese question, whose clauses are not split here) gives []."""
+    if has_cjk(question):
+        return []
+    pieces: list[str] = []
+    for piece in _PART_BREAK.split(question):
+        if pieces and _BETWEEN.search(pieces[-1]):
+            pieces[-1] = f"{pieces[-1]} and {piece}"
+        else:
+            pieces.append(piece)
+    pieces = [p.strip(" ,.!?") for p in pieces]
+    pieces = [p for p in pieces if _terms(_ASKING_FORM.sub(" ", p))]
+    if len(pieces) < 2:
+        return []
+    words = [_terms(_ASKING_FORM.sub(" ", p)) for p in pieces]
+    parts = []
+    for i, piece in enumerate(pieces):
+        own = frozenset(words[i] - set().union(*(w for j, w in enumerate(words) if j != i)))
+        if own:
+            parts.append(AskedPart(piece, own, tuple(answer for asks, answer in _ANSWER_TYPES if asks.search(piece))))
+    return parts if len(parts) > 1 else []
+
+
+def unanswered(parts: Sequence[AskedPart], evidence: Sequence[Evidence]) -> list[AskedPart]:
+    """The parts whose own words no evidence chunk (text or headings) has, even as the start of a longer word
+    ("sev" in SEV1): nothing here says anything about them."""
+    said = set().union(*(_terms(f"{e.chunk.location} {e.chunk.text}") for e in evidence)) if evidence else set()
+    return [part for part in parts if not any(w.startswith(t) for t in part.terms for w in said)]
+
+
+def missing_note(parts: Sequence[AskedPart]) -> str:
+    asked = "; ".join(f"“{part.text}”" for part in parts)
+    return f"These sources don't say anything about {asked}."
 
 
 @dataclass(frozen=True)
@@ -344,8 +418,13 @@ def extractive_answer(
     if not scored or scored[0].score <= MIN_SENTENCE_SCORE:
         return None
     # A follow-up asking for something else is answered by a sentence the top passage may not hold.
-    chosen = compose(query, evidence, scored, routed, top_passage_first=not avoid)
-    return _cited(evidence, chosen)
+    parts = asked_parts(asked or query)
+    chosen = compose(query, evidence, scored, routed, top_passage_first=not avoid, parts=parts)
+    draft = _cited(evidence, chosen)
+    missing = unanswered(parts, evidence)
+    if missing and len(missing) < len(parts):
+        draft = DraftAnswer(f"{draft.text} {missing_note(missing)}", draft.citations)
+    return draft
 
 
 def score_units(
@@ -414,6 +493,7 @@ def score_units(
     # A follow-up's own words in their order ("after five years") say what it adds to the thread.
     query_phrases = (_phrases(asked) if focus and asked else set()) or _phrases(query)
     asks_first_step = bool(_ASKS_FIRST_STEP.search(asked or query))
+    asks_allowance = bool(_ASKS_ALLOWANCE.search(asked or query))
     asks_syntax = bool(_ASKS_SYNTAX.search(asked or query))
     scored = []
     for (rank, position, unit, body, reads), terms in zip(units, sentence_terms, strict=True):
@@ -429,9 +509,12 @@ def score_units(
             score -= ANCHOR_PENALTY
         if expected and any(pattern.search(reads) for pattern in expected):
             score += ANSWER_TYPE_BONUS
+        if asks_allowance and _ALLOWANCE.search(reads):
+            score += ALLOWANCE_BONUS
         if asks_first_step and _FIRST_STEP.match(raw):
             score += ANSWER_TYPE_BONUS
-        if reading_length(reads) < MIN_ANSWER_READING or unit.kind == "term" or reads.endswith((":", "：")):
+        fragment = reading_length(reads) < MIN_ANSWER_READING or unit.kind in ("term", "heading")
+        if fragment or reads.endswith((":", "：")):
             score -= 0.2  # headings, fragments and lead-ins ("You can choose between two plans:") answer little
         tokens = reads.split()
         if (
@@ -466,6 +549,11 @@ def score_units(
             if len(head) == SEMANTIC_CANDIDATES:
                 break
             head.setdefault((c.rank, c.reads), c)
+        # Each asked part's lexical front-runner is re-scored too: the other parts' words may outweigh its own.
+        for part in asked_parts(asked or query):
+            front = next((c for c in scored if part.terms & c.terms), None)
+            if front is not None:
+                head.setdefault((front.rank, front.reads), front)
         members = [c for c in scored if (c.rank, c.reads) in head]
         vectors = _meaning_vectors([(c.rank, c.position, c.unit.text) for c in members], saved, embed)
         if vectors is not None:
@@ -484,6 +572,7 @@ def compose(
     scored: Sequence[_Candidate],
     routed: Sequence[str] = (),
     top_passage_first: bool = True,
+    parts: Sequence[AskedPart] = (),
 ) -> list[_Candidate]:
     """The sentences to quote, in the order to quote them: the lead first — the best-supported sentence
     of the top-routed KB that has evidence (another KB's only when clearly better) — then up to
@@ -505,12 +594,34 @@ def compose(
         top_passage_first
         and passage_best is not None
         and passage_best.score >= LEAD_PASSAGE_SHARE * lead.score
+        and evidence[top_rank].score - evidence[lead.rank].score > LEAD_PASSAGE_TIE
         and not any(n in lead.reads.lower() and n not in passage_best.reads.lower() for n in names)
         and not _cjk_says_less(query, passage_best, lead, evidence)
     ):
         lead = passage_best
     lead_kb = kbs[lead.rank]
     query_terms = _terms(query)
+    picks = _part_picks(parts, lead, [c for c in scored if kbs[c.rank] == lead_kb and c is not lead])
+    if picks:
+        # One unit per asked part, in the question's order; the lead first when the first part's unit is in
+        # another document than the lead's (the search ranked the lead's passage for the whole question).
+        documents = [e.chunk.document for e in evidence]
+        if lead not in picks or documents[picks[0].rank] != documents[lead.rank]:
+            picks = [lead, *(p for p in picks if p is not lead)]
+        chosen = picks[:MAX_SENTENCES]
+        covered = set().union(*(c.terms & query_terms for c in chosen))
+        for candidate in scored:
+            if len(chosen) >= MAX_SENTENCES or candidate.score < 0.6 * lead.score:
+                break
+            if candidate in chosen or sum(len(c.reads) for c in chosen) + len(candidate.reads) > MAX_ANSWER_CHARS:
+                continue
+            if _repeats(candidate, chosen) or (
+                kbs[candidate.rank] != lead_kb and candidate.terms & query_terms <= covered
+            ):
+                continue
+            chosen.append(candidate)
+            covered |= candidate.terms & query_terms
+        return chosen
     chosen = [lead]
     covered = set(lead.terms & query_terms)
     for candidate in scored:
@@ -518,11 +629,8 @@ def compose(
             break
         if candidate is lead or sum(len(c.reads) for c in chosen) + len(candidate.reads) > MAX_ANSWER_CHARS:
             continue
-        said = _terms(candidate.reads)  # its own words: the .txt and .html of one page sit under other headings
-        if any(candidate.reads == c.reads or _near_duplicate(said, _terms(c.reads)) for c in chosen):
+        if _repeats(candidate, chosen):
             continue
-        if any(candidate.unit.lead and candidate.unit.lead == c.unit.text for c in chosen):
-            continue  # its lead-in is quoted already; keep the order simple
         if kbs[candidate.rank] != lead_kb and not (candidate.terms & query_terms) - covered:
             continue
         chosen.append(candidate)
@@ -543,6 +651,41 @@ def _cjk_says_less(query: str, candidate: _Candidate, lead: _Candidate, evidence
         return sum(w in text for w in words)
 
     return named(candidate) < named(lead)
+
+
+def _repeats(candidate: _Candidate, chosen: Sequence[_Candidate]) -> bool:
+    """Whether `candidate` says again what is chosen: the same words (the .txt and .html of one page sit under
+    other headings, so its own words, not its headings), or the sentence that introduces it (keep the order simple)."""
+    said = _terms(candidate.reads)
+    if any(candidate.reads == c.reads or _near_duplicate(said, _terms(c.reads)) for c in chosen):
+        return True
+    return any(candidate.unit.lead and candidate.unit.lead == c.unit.text for c in chosen)
+
+
+def _says(part: AskedPart, words: set[str]) -> float:
+    """The share of the part's own words that `words` has."""
+    return len(part.terms & words) / len(part.terms)
+
+
+def _part_picks(parts: Sequence[AskedPart], lead: _Candidate, same_kb: Sequence[_Candidate]) -> list[_Candidate]:
+    """Each asked part's unit, in the question's order. The lead stands for a part unless another of its KB's
+    units, nearly as well supported, says more of the part's own words — by itself, not through its heading (every
+    unit of a passage "has" that) — and more than half of them; then the best of those (support, the part's words,
+    the part's asked type) does. [] when the lead stands for every part."""
+    said = {c: _terms(c.reads) for c in [lead, *same_kb]}
+    picks: list[_Candidate] = []
+    for part in parts:
+        floor = max(_says(part, said[lead]), 0.5)
+        better = [c for c in same_kb if c.score >= PART_SHARE * lead.score and _says(part, said[c]) > floor]
+
+        def fit(c: _Candidate, part: AskedPart = part) -> float:
+            typed = PART_TYPE_BONUS if any(p.search(c.reads) for p in part.expected) else 0.0
+            return c.score + PART_COVERAGE_WEIGHT * _says(part, said[c]) + typed
+
+        pick = max(better, key=fit) if better else lead
+        if not any(_repeats(pick, [p]) for p in picks):
+            picks.append(pick)
+    return picks if picks != [lead] else []
 
 
 def _cited(evidence: Sequence[Evidence], chosen: Sequence[_Candidate]) -> DraftAnswer:

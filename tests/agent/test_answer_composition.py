@@ -4,6 +4,7 @@ with the sentence the thread was just told; whole sentences, each said once, tab
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -182,3 +183,63 @@ def test_a_page_ingested_as_txt_and_html_is_quoted_once_in_whole_sentences(sampl
     for quoted in answer.answer.split("]"):
         text = quoted.rsplit("[", 1)[0].strip()
         assert not any(text.endswith(end) and len(end) > 30 for end in wrapped_line_ends), f"a fragment: {text!r}"
+
+
+# --- session 7: a question of several parts; the lead that answers the asked type ---------------------------
+
+TRAVEL = (
+    "Client entertainment is reimbursed up to $120 per person, including drinks, tax and tip. List every "
+    "attendee and their company in the claim. Alcohol is only reimbursable as part of client entertainment. "
+    "Team events use the team event budget of $50 per person per quarter, which your manager holds."
+)
+
+
+def test_asked_parts_are_clauses_with_words_of_their_own() -> None:
+    parts = answering.asked_parts("what's the limit for client entertainment and the team event budget?")
+    assert [p.text for p in parts] == ["what's the limit for client entertainment", "the team event budget"]
+    assert [p.terms for p in answering.asked_parts("how many days? who approves?")] == [{"day"}, {"approv"}]
+    # One span or one choice, not two parts; and a question of one part has none.
+    assert answering.asked_parts("is the office closed between christmas and new year?") == []
+    assert answering.asked_parts("for approvals is a 3 year contract counted per year or in total?") == []
+    assert answering.asked_parts("doing a manual db failover, what's the very first thing?") == []
+
+
+def test_each_asked_part_gets_its_unit_in_the_questions_order() -> None:
+    evidence = [Evidence(chunk("people", "expenses.md", TRAVEL, "Expenses > Client entertainment"), 0.9, 0.6, 3.0)]
+    draft = answering.extractive_answer(
+        "what's the team event budget and the limit for client entertainment?", evidence
+    )
+    assert draft is not None
+    assert "$50 per person per quarter" in draft.text and "$120 per person" in draft.text, draft.text
+    assert draft.text.index("$50") < draft.text.index("$120"), "the question asks for the team budget first"
+    assert "don't say" not in draft.text
+
+
+def test_a_part_no_evidence_mentions_is_said_to_be_missing() -> None:
+    evidence = [Evidence(chunk("people", "expenses.md", TRAVEL), 0.9, 0.6, 3.0)]
+    draft = answering.extractive_answer("what's the client entertainment limit and who pays for my gym?", evidence)
+    assert draft is not None and draft.text.startswith("Client entertainment is reimbursed up to $120")
+    assert draft.text.endswith("These sources don't say anything about “who pays for my gym”.")
+    assert len(draft.citations) == 1, "the note cites nothing"
+    # A part whose word the evidence has as the start of a longer one ("sev" in SEV1) is not missing.
+    severity = [
+        Evidence(chunk("eng", "sev.md", "SEV1 - Critical. Public API p99 latency above 5 seconds."), 0.9, 0.6, 3.0)
+    ]
+    assert "don't say" not in answering.extractive_answer("p99 above 5 seconds and which sev?", severity).text
+
+
+def test_a_multi_part_question_on_the_sample_kbs_gets_every_part(offline_engine) -> None:
+    answer = offline_engine.answer("what's the limit for client entertainment and the team event budget?")
+    assert answer.status == "answered"
+    assert answer.citations[0].document == "expenses-and-reimbursement.pdf"
+    assert re.search(r"\$120[\s\S]*\$50 per person", answer.answer), answer.answer
+    answer = offline_engine.answer("how long is paid leave for the primary caregiver and for the secondary?")
+    assert re.search(r"16 weeks[\s\S]*6 weeks", answer.answer), answer.answer
+
+
+def test_how_many_vacation_days_leads_with_the_entitlement_not_the_carry_over(offline_engine) -> None:
+    # make run's sample question: the carry-over chunk ranked 0.006 above the entitlement (a tie), and its
+    # "up to 5 unused days" led the answer.
+    answer = offline_engine.answer("How many vacation days do I get?")
+    assert answer.status == "answered"
+    assert "25 days of paid annual leave" in first_sentence(answer.answer), answer.answer
