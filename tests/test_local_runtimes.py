@@ -21,7 +21,16 @@ from helpers.settings import TEST_MODEL_CACHE
 
 from bot.config import Settings, describe_settings_error, load_settings
 from tools.embeddings import LOCAL_IDENTITIES, EmbeddingError, LocalMiniLM, embedding_identity
-from tools.onnx_export import EXPORT_DIR_NAME, FILE_NAMES, manifest_path, read_verified, verified_onnx_model
+from tools.onnx_export import (
+    EXPORT_DIR_NAME,
+    FILE_NAMES,
+    FUSION_MIN_TOKEN_COSINE,
+    OUTPUT_NAME,
+    RECIPES,
+    manifest_path,
+    read_verified,
+    verified_onnx_model,
+)
 from tools.onnx_minilm import OnnxMiniLM
 from tools.store import EmbeddingModelMismatch
 
@@ -124,6 +133,60 @@ def test_a_corrupt_export_is_exported_again(int8_minilm: OnnxMiniLM, tmp_path: P
     embedder = OnnxMiniLM(cache, "onnx-int8")  # quantised again from the verified float32 file
     assert read_verified(int8, int8_minilm_source(), "onnx-int8") is not None
     assert float(embedder.embed_query(TEXTS[0]) @ int8_minilm.embed_query(TEXTS[0])) >= 0.9999
+
+
+def test_the_float32_export_is_the_fused_graph_and_gives_token_embeddings(onnx_minilm: OnnxMiniLM) -> None:
+    import onnx
+
+    float32 = TEST_MODEL_CACHE / EXPORT_DIR_NAME / FILE_NAMES["onnx"]
+    manifest = json.loads(manifest_path(float32).read_text())
+    assert manifest["recipe"] == RECIPES["onnx"]
+    assert manifest["checks"]["min_token_cosine_to_torch"] >= FUSION_MIN_TOKEN_COSINE
+    graph = onnx.load_from_string(read_verified(float32, int8_minilm_source(), "onnx")).graph
+    operators = [node.op_type for node in graph.node]
+    # one fused Attention per layer, the LayerNorms fused with their residual adds
+    assert operators.count("Attention") == 6 and operators.count("SkipLayerNormalization") == 12
+    assert "Softmax" not in operators
+    assert [o.name for o in graph.output] == [OUTPUT_NAME]
+    int8 = onnx.load(str(TEST_MODEL_CACHE / EXPORT_DIR_NAME / FILE_NAMES["onnx-int8"])).graph
+    int8_operators = [node.op_type for node in int8.node]
+    assert "Attention" in int8_operators and "MatMulInteger" in int8_operators  # int8 is the fused graph quantised
+
+
+def test_the_fusion_check_refuses_a_graph_that_is_not_torchs(int8_minilm: OnnxMiniLM) -> None:
+    """The export's own check: the float32 graph passes, a graph computing something else (int8) is refused."""
+    from tools.embeddings import verified_model_dir
+    from tools.onnx_export import _check_token_embeddings, _load_encoder
+
+    encoder = _load_encoder(verified_model_dir())
+    export_dir = TEST_MODEL_CACHE / EXPORT_DIR_NAME
+    assert _check_token_embeddings(encoder, export_dir / FILE_NAMES["onnx"]) >= FUSION_MIN_TOKEN_COSINE
+    with pytest.raises(RuntimeError, match="differ from torch's"):
+        _check_token_embeddings(encoder, export_dir / FILE_NAMES["onnx-int8"])
+
+
+def test_an_export_of_an_older_recipe_is_exported_again(int8_minilm: OnnxMiniLM, tmp_path: Path) -> None:
+    cache = _copy_export(tmp_path)
+    export_dir = cache / EXPORT_DIR_NAME
+    for runtime, old_recipe in (("onnx", "torchscript-opset17-last-hidden-state"), ("onnx-int8", "dynamic-qint8")):
+        manifest = json.loads(manifest_path(export_dir / FILE_NAMES[runtime]).read_text())
+        manifest["recipe"] = old_recipe  # the bytes still hash as recorded: only the recipe is stale
+        manifest_path(export_dir / FILE_NAMES[runtime]).write_text(json.dumps(manifest))
+        assert read_verified(export_dir / FILE_NAMES[runtime], int8_minilm_source(), runtime) is None
+    # put the float32 manifest back, so only int8 is made again (quantising is quick, tracing is not)
+    shutil.copy(
+        manifest_path(TEST_MODEL_CACHE / EXPORT_DIR_NAME / FILE_NAMES["onnx"]),
+        manifest_path(export_dir / FILE_NAMES["onnx"]),
+    )
+    embedder = OnnxMiniLM(cache, "onnx-int8")
+    assert json.loads(manifest_path(export_dir / FILE_NAMES["onnx-int8"]).read_text())["recipe"] == RECIPES["onnx-int8"]
+    assert float(embedder.embed_query(TEXTS[0]) @ int8_minilm.embed_query(TEXTS[0])) >= 0.9999
+
+
+def test_int8_vectors_are_cached_under_their_recipe(onnx_minilm: OnnxMiniLM, int8_minilm: OnnxMiniLM) -> None:
+    """An eval embedding cache must not replay another int8 recipe's vectors; float32's are torch's either way."""
+    assert RECIPES["onnx-int8"] in int8_minilm.vector_source
+    assert onnx_minilm.vector_source != int8_minilm.vector_source != LocalMiniLM.vector_source
 
 
 def test_an_export_of_other_weights_is_not_loaded(tmp_path: Path) -> None:

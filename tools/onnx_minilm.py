@@ -23,7 +23,7 @@ from tools.embeddings import (
     cached_query_embedding,
     verified_model_dir,
 )
-from tools.onnx_export import INPUT_NAMES, OnnxExportError, verified_onnx_model
+from tools.onnx_export import INPUT_NAMES, RECIPES, OnnxExportError, verified_onnx_model
 from tools.span_pooling import pool_spans
 
 # Texts per forward pass, as LocalMiniLM's encode() uses; batches are cut from texts sorted by token count.
@@ -61,7 +61,11 @@ class OnnxMiniLM:
             raise EmbeddingError(str(exc)) from exc
         self.runtime = runtime
         self.model_name = model_name
+        # What computed the vectors, for caches: int8's vectors move with its recipe, float32's do not (the fused
+        # and unfused graphs agree to the 7th decimal, docs/benchmarks.md), so only int8's key names the recipe.
         self.vector_source = f"{LocalMiniLM.model_name}@{runtime}"
+        if runtime != "onnx":
+            self.vector_source += f"#{RECIPES[runtime]}"
         self._ort = onnxruntime
         # One tokenizer that truncates as the model does, one that counts every token of a text.
         self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
@@ -77,13 +81,16 @@ class OnnxMiniLM:
         """One inference session per intra-op thread count, made on first use (run() is thread-safe)."""
         with self._sessions_lock:
             if threads not in self._sessions:
-                options = self._ort.SessionOptions()
-                options.intra_op_num_threads = threads
-                options.inter_op_num_threads = 1
                 self._sessions[threads] = self._ort.InferenceSession(
-                    self._model_bytes, sess_options=options, providers=["CPUExecutionProvider"]
+                    self._model_bytes, sess_options=self._session_options(threads), providers=["CPUExecutionProvider"]
                 )
             return self._sessions[threads]
+
+    def _session_options(self, threads: int):
+        options = self._ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        return options
 
     def _encode(
         self,

@@ -87,7 +87,10 @@ def measure_ingest(ws: EvalWorkspace, ds: BeirDataset, sample: int) -> dict:
         bare_docs.append(baselines.bare_encode_seconds(model, docs))
     probe_dir = ws.dir / "ingest-probe"
     shutil.rmtree(probe_dir, ignore_errors=True)
-    probe = KnowledgeBot(load_settings(data_dir=probe_dir))  # the same process-wide model, no cache
+    # The same process-wide model, no cache: the model cache must be the workspace's, or an ONNX runtime would
+    # load a second model and export it afresh into the probe's empty data dir inside the timed ingest.
+    probe_settings = load_settings(data_dir=probe_dir, model_cache_dir=ws.settings.tools.resolved_model_cache_dir)
+    probe = KnowledgeBot(probe_settings)
     operator = Origin.cli()
     probe.create_kb(operator, "probe", "ingest speed probe")
     ws.log(f"[{ds.name}] ingest speed: kbbot ingest…")

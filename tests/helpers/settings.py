@@ -7,11 +7,13 @@ import tempfile
 from pathlib import Path
 
 from bot.config import REPO_ROOT, Settings
+from tools.onnx_export import recipes_digest
 
 SAMPLE_KBS_DIR = REPO_ROOT / "knowledge_bases"
 # ONNX exports of the local model, shared by every test and test process on this machine: exporting
-# takes tens of seconds, and each load verifies the file's hash, so sharing them is safe.
-TEST_MODEL_CACHE = Path(tempfile.gettempdir()) / "kbbot-test-models"
+# takes tens of seconds, and each load verifies the file's hash, so sharing them is safe. One folder per
+# export recipe, so checkouts with different recipes do not re-export over each other's files.
+TEST_MODEL_CACHE = Path(tempfile.gettempdir()) / f"kbbot-test-models-{recipes_digest()}"
 
 # Every environment name Settings reads, plus whole families that must never leak into tests.
 _SETTINGS_ENV_NAMES = {(f.alias or n).upper() for n, f in Settings.model_fields.items()}
