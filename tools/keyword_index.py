@@ -30,7 +30,7 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import bm25s
@@ -121,6 +121,12 @@ class _Delta:
     chunk_terms: list[list[str]] = field(default_factory=list)
     document_terms: list[list[str]] = field(default_factory=list)
     chunk_documents: list[int] = field(default_factory=list)  # global document positions
+
+
+def _fields_of(record: _Stats | _Delta) -> dict:
+    """A record's fields as they are, for json.dumps: dataclasses.asdict deep-copies every term of every
+    chunk first, which made saving an index update cost seconds."""
+    return {f.name: getattr(record, f.name) for f in fields(record)}
 
 
 @dataclass
@@ -333,7 +339,7 @@ class KeywordIndex:
                     np.save(tmp / "chunk_documents.npy", self.chunk_documents)
                 if self.stats is not None:
                     (tmp / "stats.json").write_text(
-                        json.dumps([asdict(s) if s is not None else None for s in self.stats]), encoding="utf-8"
+                        json.dumps([_fields_of(s) if s is not None else None for s in self.stats]), encoding="utf-8"
                     )
             (tmp / "delta.json").write_text(
                 json.dumps(
@@ -341,7 +347,7 @@ class KeywordIndex:
                         "base_size": self.base_size,
                         "lineage": self.lineage,
                         "removed": sorted(self.removed),
-                        "delta": asdict(self.delta),
+                        "delta": _fields_of(self.delta),
                     }
                 ),
                 encoding="utf-8",
