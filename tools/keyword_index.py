@@ -182,6 +182,7 @@ class KeywordIndex:
             self._chunk_delta = _Postings(self.delta.chunk_terms, self.stats[0])
             if self.delta.document_terms and self.stats[1] is not None:
                 self._document_delta = _Postings(self.delta.document_terms, self.stats[1])
+        self._live_versions: frozenset[str] | None = None  # worked out once per index (a pass over every id)
         self._removed_mask = None
         if self.removed:
             self._removed_mask = np.zeros(len(self.chunk_ids), dtype=bool)
@@ -196,7 +197,9 @@ class KeywordIndex:
 
     def live_versions(self) -> set[str]:
         """The document versions (`kb/document@vN`) this index holds live chunks of."""
-        return {document_key(cid) for cid in self.position}
+        if self._live_versions is None:
+            self._live_versions = frozenset(document_key(cid) for cid in self.position)
+        return set(self._live_versions)
 
     def removed_mask(self) -> np.ndarray | None:
         return self._removed_mask
@@ -283,8 +286,9 @@ class KeywordIndex:
                     delta.document_terms[seen[key]].extend(keyword_terms(body))
                 delta.chunk_documents.append(base_documents + seen[key])
         removed = set(self.removed)
-        removed.update(i for cid, i in self.position.items() if document_key(cid) in removed_versions)
-        return KeywordIndex(
+        if removed_versions:  # a pass over every live id: only when something is retired
+            removed.update(i for cid, i in self.position.items() if document_key(cid) in removed_versions)
+        index = KeywordIndex(
             [*self.chunk_ids, *added_ids],
             self.bm25,
             self.chunk_documents,
@@ -296,6 +300,9 @@ class KeywordIndex:
             self.lineage,
             self.stats,
         )
+        if self._live_versions is not None:  # carried forward: the next update needs no pass over every id
+            index._live_versions = (self._live_versions - removed_versions) | {document_key(c) for c in added_ids}
+        return index
 
     def wants_rebuild(self) -> bool:
         """The delta outgrew what scoring with the base's statistics should carry."""
