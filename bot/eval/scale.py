@@ -366,6 +366,8 @@ def build(
             hits, misses = embedder.counters()
             progress.update(synthesised_chunks=0, cache_hits=hits, cache_misses=misses)
             progress["ingest_calls_s"] = [round(time.perf_counter() - started, 1)]
+            progress["build_s"] = progress["ingest_calls_s"][0]
+            _write_state(sidecar, progress)  # a build stopped from here on resumes after the pool
         else:
             embedder = _embedder_of(bot, synth)
             embedder.recorded.update(_load_sources(data_dir / SOURCES_FILE))
