@@ -24,7 +24,9 @@ fresh child process that owns the store: cold start (process spawn → first ans
 keyword index and vector snapshot loading), warm `search` and `ask` (offline engine, `KnowledgeBot.ask`
 from an eval Origin) p50/p95 over dataset queries, peak RSS, and the time to publish one new document
 (real embedding) into the big KB, then the first answer after it. Disk is measured after the run.
-Not part of `kbbot eval all`: a 100k build takes tens of minutes here.
+Not part of `kbbot eval all`: a 100k build takes tens of minutes here, 1M hours. A build resumes where it
+stopped and a larger size extends a smaller build of the same recipe (`build`); its progress is in the
+sidecar beside the KB.
 """
 
 from __future__ import annotations
