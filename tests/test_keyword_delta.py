@@ -134,3 +134,17 @@ def test_a_fresh_searcher_reads_the_saved_vectors_and_catches_up_from_chroma(ser
     for query in ("laminar boundary layers", "sourdough bread", "library catalogues"):
         expected = [(e.chunk_id, round(e.score, 5)) for e in from_chroma.search(query, kb).evidence]
         assert [(e.chunk_id, round(e.score, 5)) for e in fresh.search(query, kb).evidence] == expected
+
+
+def test_live_versions_carried_through_updates_equal_a_fresh_count():
+    base = build(BASE)
+    assert base.live_versions() == {cid.split("#")[0] for cid, _ in BASE}  # worked out, then carried forward
+    added = base.updated([c for c, _ in ADDED], [t for _, t in ADDED], {"kb/heat@v1"})
+    retired = added.updated([], [], {"kb/sourdough@v1", "kb/library@v1"})
+    for index in (added, retired):
+        fresh = KeywordIndex(
+            index.chunk_ids, index.bm25, index.chunk_documents, index.documents, index.document_weight,
+            index.base_size, index.delta, index.removed, index.lineage, index.stats,
+        )  # fmt: skip
+        assert index.live_versions() == fresh.live_versions()
+    assert retired.live_versions() == {"kb/boundary@v1", "kb/vitamin@v1", "kb/heat@v2"}

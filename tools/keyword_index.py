@@ -30,7 +30,7 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import bm25s
@@ -123,6 +123,12 @@ class _Delta:
     chunk_documents: list[int] = field(default_factory=list)  # global document positions
 
 
+def _fields_of(record: _Stats | _Delta) -> dict:
+    """A record's fields as they are, for json.dumps: dataclasses.asdict deep-copies every term of every
+    chunk first, which made saving an index update cost seconds."""
+    return {f.name: getattr(record, f.name) for f in fields(record)}
+
+
 @dataclass
 class KeywordIndex:
     chunk_ids: list[str]  # every position, tombstoned ones included (see live_chunk_ids)
@@ -176,6 +182,7 @@ class KeywordIndex:
             self._chunk_delta = _Postings(self.delta.chunk_terms, self.stats[0])
             if self.delta.document_terms and self.stats[1] is not None:
                 self._document_delta = _Postings(self.delta.document_terms, self.stats[1])
+        self._live_versions: frozenset[str] | None = None  # worked out once per index (a pass over every id)
         self._removed_mask = None
         if self.removed:
             self._removed_mask = np.zeros(len(self.chunk_ids), dtype=bool)
@@ -190,7 +197,9 @@ class KeywordIndex:
 
     def live_versions(self) -> set[str]:
         """The document versions (`kb/document@vN`) this index holds live chunks of."""
-        return {document_key(cid) for cid in self.position}
+        if self._live_versions is None:
+            self._live_versions = frozenset(document_key(cid) for cid in self.position)
+        return set(self._live_versions)
 
     def removed_mask(self) -> np.ndarray | None:
         return self._removed_mask
@@ -277,8 +286,9 @@ class KeywordIndex:
                     delta.document_terms[seen[key]].extend(keyword_terms(body))
                 delta.chunk_documents.append(base_documents + seen[key])
         removed = set(self.removed)
-        removed.update(i for cid, i in self.position.items() if document_key(cid) in removed_versions)
-        return KeywordIndex(
+        if removed_versions:  # a pass over every live id: only when something is retired
+            removed.update(i for cid, i in self.position.items() if document_key(cid) in removed_versions)
+        index = KeywordIndex(
             [*self.chunk_ids, *added_ids],
             self.bm25,
             self.chunk_documents,
@@ -290,6 +300,9 @@ class KeywordIndex:
             self.lineage,
             self.stats,
         )
+        if self._live_versions is not None:  # carried forward: the next update needs no pass over every id
+            index._live_versions = (self._live_versions - removed_versions) | {document_key(c) for c in added_ids}
+        return index
 
     def wants_rebuild(self) -> bool:
         """The delta outgrew what scoring with the base's statistics should carry."""
@@ -333,7 +346,7 @@ class KeywordIndex:
                     np.save(tmp / "chunk_documents.npy", self.chunk_documents)
                 if self.stats is not None:
                     (tmp / "stats.json").write_text(
-                        json.dumps([asdict(s) if s is not None else None for s in self.stats]), encoding="utf-8"
+                        json.dumps([_fields_of(s) if s is not None else None for s in self.stats]), encoding="utf-8"
                     )
             (tmp / "delta.json").write_text(
                 json.dumps(
@@ -341,7 +354,7 @@ class KeywordIndex:
                         "base_size": self.base_size,
                         "lineage": self.lineage,
                         "removed": sorted(self.removed),
-                        "delta": asdict(self.delta),
+                        "delta": _fields_of(self.delta),
                     }
                 ),
                 encoding="utf-8",

@@ -50,7 +50,7 @@ class EmbeddingCache:
 class CachingEmbedder:
     """The Embedder protocol over another embedder, with document embeddings served from the cache."""
 
-    def __init__(self, inner, cache: EmbeddingCache | None):
+    def __init__(self, inner, cache: EmbeddingCache | None, also_read: str | None = None):
         self.inner = inner
         self.cache = cache
         self.model_name = inner.model_name
@@ -58,13 +58,27 @@ class CachingEmbedder:
         # Keyed on what computed the vectors (model and runtime), not the collection identity: float32 ONNX
         # shares torch's identity, yet a benchmark of it must embed with it, not replay torch's vectors.
         self.vector_source = getattr(inner, "vector_source", inner.model_name)
+        # Another source whose cached vectors may stand in (read only; what is computed is stored under
+        # vector_source): for a benchmark that needs real vectors of the collection's identity, not of
+        # this runtime (`kbbot eval scale`).
+        self.also_read = also_read if also_read != self.vector_source else None
         self.hits = 0
         self.misses = 0
 
-    def _through_cache(self, keys: list[str], compute: Callable[[list[int]], Sequence[np.ndarray]]) -> list[np.ndarray]:
-        """The cached array of every key; `compute(missing positions)` makes the others, which are cached."""
+    def _through_cache(
+        self,
+        keys: list[str],
+        compute: Callable[[list[int]], Sequence[np.ndarray]],
+        fallback_keys: list[str] | None = None,
+    ) -> list[np.ndarray]:
+        """The cached array of every key (or of its fallback key); `compute(missing positions)` makes the
+        others, which are cached under their key."""
         found = self.cache.get_many(keys)  # type: ignore[union-attr]
         missing = [i for i, k in enumerate(keys) if k not in found]
+        if missing and fallback_keys is not None:
+            stand_ins = self.cache.get_many([fallback_keys[i] for i in missing])  # type: ignore[union-attr]
+            found.update((keys[i], stand_ins[fallback_keys[i]]) for i in missing if fallback_keys[i] in stand_ins)
+            missing = [i for i in missing if keys[i] not in found]
         if missing:
             rows = [(keys[i], v) for i, v in zip(missing, compute(missing), strict=True)]
             self.cache.put_many(rows)  # type: ignore[union-attr]
@@ -80,10 +94,12 @@ class CachingEmbedder:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         keys = [EmbeddingCache.key(self.vector_source, t) for t in texts]
+        fallback = [EmbeddingCache.key(self.also_read, t) for t in texts] if self.also_read else None
         return np.stack(
             self._through_cache(
                 keys,
                 lambda missing: self.inner.embed_documents([texts[i] for i in missing], show_progress=show_progress),
+                fallback,
             )
         )
 
@@ -103,9 +119,10 @@ class CachingEmbedder:
             )
             return [np.vstack([v[None, :], u]) for v, u in zip(vectors, units, strict=True)]
 
-        source = f"{self.vector_source}#units"
-        keys = [EmbeddingCache.key(source, f"{s}\n{t}") for t, s in zip(texts, unit_spans, strict=True)]
-        stacked = [row.reshape(-1, self.dimension) for row in self._through_cache(keys, compute)]
+        keyed = [f"{s}\n{t}" for t, s in zip(texts, unit_spans, strict=True)]
+        keys = [EmbeddingCache.key(f"{self.vector_source}#units", k) for k in keyed]
+        fallback = [EmbeddingCache.key(f"{self.also_read}#units", k) for k in keyed] if self.also_read else None
+        stacked = [row.reshape(-1, self.dimension) for row in self._through_cache(keys, compute, fallback)]
         return np.stack([s[0] for s in stacked]), [s[1:] for s in stacked]
 
     def embed_query(self, text: str) -> np.ndarray:

@@ -24,7 +24,9 @@ fresh child process that owns the store: cold start (process spawn → first ans
 keyword index and vector snapshot loading), warm `search` and `ask` (offline engine, `KnowledgeBot.ask`
 from an eval Origin) p50/p95 over dataset queries, peak RSS, and the time to publish one new document
 (real embedding) into the big KB, then the first answer after it. Disk is measured after the run.
-Not part of `kbbot eval all`: a 100k build takes tens of minutes here.
+Not part of `kbbot eval all`: a 100k build takes tens of minutes here, 1M hours. A build resumes where it
+stopped and a larger size extends a smaller build of the same recipe (`build`); its progress is in the
+sidecar beside the KB.
 """
 
 from __future__ import annotations
@@ -313,44 +315,73 @@ def build(
     pool_documents: int,
     fresh: bool,
 ) -> dict:
-    """The KB of about `size` chunks under `data_dir` (reused when its sidecar matches)."""
+    """The KB of about `size` chunks under `data_dir`: reused when its sidecar says it is complete, resumed
+    (or extended from a smaller build of the same recipe) when the sidecar records progress.
+
+    Resuming is sound because the documents are deterministic (the pool's order, the variants' rng, seeded)
+    and each ingest publishes its documents in atomic groups: documents already live are "unchanged" to
+    ingest and cost no work, so a restarted build continues where the last group left off. A sidecar of
+    another recipe (datasets, pool, synthesis, pipeline version) starts over."""
     from bot.core import KnowledgeBot, Origin
     from bot.eval.embcache import CachingEmbedder
 
-    fingerprint = pipeline_fingerprint(SYNTHESIS_VERSION, str(size), str(pool_documents), ",".join(datasets))
-    sidecar = data_dir / "scale-build.json"
-    if not fresh and sidecar.is_file():
-        data = json.loads(sidecar.read_text(encoding="utf-8"))
-        if data.get("fingerprint") == fingerprint:
-            return {**data, "reused": True}
-    if data_dir.exists():
-        shutil.rmtree(data_dir)
-    data_dir.mkdir(parents=True)
+    corpora = source_records(datasets)
+    limit = pool_documents or max(1, size // 10)
+    pool = interleave(corpora, limit)
+    # Not the size: a larger build of the same recipe begins with the smaller one's documents, in order.
+    recipe = pipeline_fingerprint(SYNTHESIS_VERSION, str(len(pool)), ",".join(datasets))
+    sidecar = data_dir / SIDECAR
+    state = None if fresh else _read_state(sidecar, recipe)
+    if state is not None and state["complete"] and state["size"] == size:
+        return {**state, "reused": True}
+    if state is not None and (state["chunks"] > size or not (data_dir / SOURCES_FILE).is_file()):
+        state = None  # larger than asked (a smaller KB cannot be cut out of it), or the pool never finished
+    if state is None:
+        if data_dir.exists():
+            shutil.rmtree(data_dir)
+        data_dir.mkdir(parents=True)
     if server is not None:
         server.start()
     synth: list[SynthesisingEmbedder] = []
 
     def wrap(inner):
-        synth.append(SynthesisingEmbedder(CachingEmbedder(inner, ws.cache)))
+        # Cached vectors of the collection's identity stand in for this runtime's (float32 ONNX shares torch's):
+        # the real documents' vectors need to be real MiniLM vectors, not this runtime's own.
+        synth.append(SynthesisingEmbedder(CachingEmbedder(inner, ws.cache, also_read=inner.model_name)))
         return synth[0]
 
-    corpora = source_records(datasets)
-    limit = pool_documents or max(1, size // 10)
-    pool = interleave(corpora, limit)
     started = time.perf_counter()
+    progress = dict(state) if state else {"recipe": recipe, "build_s": 0.0, "ingest_calls_s": [], "sessions": 0}
+    progress.update(size=size, complete=False, sessions=progress["sessions"] + 1)
+    spent_before = float(progress["build_s"])
     bot = KnowledgeBot(_settings(data_dir, server), wrap_embedder=wrap)
     try:
         operator = Origin.cli()
-        bot.create_kb(operator, KB, DESCRIPTION)
-        ws.log(f"[scale {size}] ingesting {len(pool)} real documents (cached vectors)…")
-        report = bot.ingest_records(operator, KB, pool, progress=ws.progress)
-        _check(report)
-        embedder = synth[0]
-        real_chunks = report.embedded_chunks
+        if state is None:
+            bot.create_kb(operator, KB, DESCRIPTION)
+            ws.log(f"[scale {size}] ingesting {len(pool)} real documents (cached vectors)…")
+            report = bot.ingest_records(operator, KB, pool, progress=ws.progress)
+            _check(report)
+            embedder = _embedder_of(bot, synth)
+            _save_sources(data_dir / SOURCES_FILE, embedder.recorded)
+            progress.update(real_chunks=report.embedded_chunks, chunks=report.embedded_chunks, variants_done=0)
+            hits, misses = embedder.counters()
+            progress.update(synthesised_chunks=0, cache_hits=hits, cache_misses=misses)
+            progress["ingest_calls_s"] = [round(time.perf_counter() - started, 1)]
+            progress["build_s"] = progress["ingest_calls_s"][0]
+            _write_state(sidecar, progress)  # a build stopped from here on resumes after the pool
+        else:
+            embedder = _embedder_of(bot, synth)
+            embedder.recorded.update(_load_sources(data_dir / SOURCES_FILE))
+            ws.log(
+                f"[scale {size}] resuming: {progress['chunks']} chunks live, "
+                f"{progress['variants_done']} recombined documents done"
+            )
         embedder.recording = False
+        hits_before, misses_before = embedder.counters()
         # Variants of the titled documents, until the estimated chunk count reaches the size.
         titled = [r for r in pool if r[1] and " ".join(r[1].split()) in embedder.recorded]
-        if not titled and real_chunks < size:
+        if not titled and progress["chunks"] < size:
             raise DatasetError("no titled source document to make variants of (scifact, cranfield, cisi)")
         sentences = {
             corpus: [s for _, _, text in records for s in _SENTENCE_END.split(text) if s.strip()]
@@ -358,39 +389,125 @@ def build(
         }
         corpus_of = {r[0]: corpus for corpus, records in corpora.items() for r in records}
         rng = np.random.default_rng(12)
-        chunks, planned, batch, number = real_chunks, 0, [], 0
-        ingest_s = [round(time.perf_counter() - started, 1)]
-        while chunks + planned < size:
+
+        def variant_of(number: int) -> tuple[tuple[str, str, str], str]:
             record = titled[number % len(titled)]
             doc = variant(record, number // len(titled) + 1, sentences[corpus_of[record[0]]], rng)
-            embedder.plan[doc[1]] = " ".join(record[1].split())
-            planned += len(embedder.recorded[embedder.plan[doc[1]]])
+            return doc, " ".join(record[1].split())
+
+        number = int(progress["variants_done"])
+        for done in range(number):  # the same rng draws as the build that made them
+            variant_of(done)
+        chunks, planned, batch = int(progress["chunks"]), 0, []
+        while chunks + planned < size:
+            doc, source = variant_of(number)
+            embedder.plan[doc[1]] = source
+            planned += len(embedder.recorded[source])
             batch.append(doc)
             number += 1
-            if len(batch) >= BATCH_DOCUMENTS or chunks + planned >= size:
+            if len(batch) >= _batch_documents(len(pool) + number - len(batch)) or chunks + planned >= size:
                 ws.log(f"[scale {size}] ingesting {len(batch)} recombined documents ({chunks + planned} chunks)…")
                 t = time.perf_counter()
                 report = bot.ingest_records(operator, KB, batch, progress=ws.progress)
                 _check(report)
-                ingest_s.append(round(time.perf_counter() - t, 1))
-                chunks += report.embedded_chunks
+                seconds = time.perf_counter() - t
+                before, chunks = chunks, _live_chunks(bot, operator)
+                hits, misses = embedder.counters()
+                progress["ingest_calls_s"].append(round(seconds, 1))
+                progress.update(
+                    chunks=chunks,
+                    variants_done=number,
+                    documents=len(pool) + number,
+                    synthesised_chunks=chunks - progress["real_chunks"],
+                    cache_hits=progress["cache_hits"] + hits - hits_before,
+                    cache_misses=progress["cache_misses"] + misses - misses_before,
+                    build_s=round(spent_before + time.perf_counter() - started, 1),
+                    build_peak_rss_mb=max(progress.get("build_peak_rss_mb", 0.0), _own_peak_rss_mb()),
+                )
+                hits_before, misses_before = hits, misses
+                _write_state(sidecar, progress)
+                ws.log(
+                    f"[scale {size}] {chunks} chunks live ({(chunks - before) / max(seconds, 1e-9):.0f} chunks/s "
+                    f"in this call, {round(progress['build_s'])} s of building so far)"
+                )
+                embedder.plan.clear()
                 planned, batch = 0, []
-        result = {
-            "fingerprint": fingerprint,
-            "chunks": chunks,
-            "real_chunks": real_chunks,
-            "synthesised_chunks": embedder.synthesised,
-            "documents": len(pool) + number,
-            "build_s": round(time.perf_counter() - started, 1),
-            "ingest_calls_s": ingest_s,
-            "build_peak_rss_mb": _own_peak_rss_mb(),
-            "cache_hits": embedder.counters()[0],
-            "cache_misses": embedder.counters()[1],
-        }
+        progress.update(
+            chunks=chunks,
+            documents=len(pool) + number,
+            variants_done=number,
+            complete=True,
+            build_s=round(spent_before + time.perf_counter() - started, 1),
+            build_peak_rss_mb=max(progress.get("build_peak_rss_mb", 0.0), _own_peak_rss_mb()),
+        )
     finally:
         bot.close()
-    sidecar.write_text(json.dumps(result), encoding="utf-8")
-    return {**result, "reused": False}
+    _write_state(sidecar, progress)
+    return {**progress, "reused": False}
+
+
+SIDECAR = "scale-build.json"
+RESULT_FILE = "scale-result.json"  # the last measurement of the KB
+SOURCES_FILE = "scale-sources.npz"  # the real documents' recorded vectors, which a resumed build synthesises from
+
+
+def _batch_documents(live_documents: int) -> int:
+    """Documents per ingest call: at least BATCH_DOCUMENTS, and as many as are live already. Every call ends
+    with a keyword-index update, which past 10 % of the index is a rebuild of the whole KB: calls that double
+    the KB keep the rebuilds' total work near twice the final size instead of growing with its square."""
+    return max(BATCH_DOCUMENTS, live_documents)
+
+
+def _embedder_of(bot, synth: list[SynthesisingEmbedder]) -> SynthesisingEmbedder:
+    if not synth:
+        bot.embedder  # noqa: B018 - loads it, and with it the wrapper this build synthesises through
+    return synth[0]
+
+
+def _live_chunks(bot, operator) -> int:
+    """The KB's live chunks, as the registry counts them (a resumed call's already-live documents included)."""
+    return next(view.chunks for view in bot.visible_kbs(operator) if view.name == KB)
+
+
+def _read_state(sidecar: Path, recipe: str) -> dict | None:
+    try:
+        state = json.loads(sidecar.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) and state.get("recipe") == recipe else None
+
+
+def _write_state(sidecar: Path, state: dict) -> None:
+    partial = sidecar.with_name(sidecar.name + ".partial")
+    partial.write_text(json.dumps(state), encoding="utf-8")
+    os.replace(partial, sidecar)  # a build killed while writing leaves the previous state, never half of one
+
+
+def _save_sources(path: Path, recorded: dict[str, list[np.ndarray]]) -> None:
+    headers = list(recorded)
+    rows = [matrix for header in headers for matrix in recorded[header]]
+    partial = path.with_name(path.name + ".partial")
+    with partial.open("wb") as out:
+        np.savez(
+            out,
+            headers=np.array(json.dumps(headers)),
+            chunks_per_header=np.array([len(recorded[h]) for h in headers], dtype=np.int64),
+            rows_per_chunk=np.array([len(m) for m in rows], dtype=np.int64),
+            rows=np.concatenate(rows) if rows else np.zeros((0, 0), dtype=np.float32),
+        )
+    os.replace(partial, path)
+
+
+def _load_sources(path: Path) -> dict[str, list[np.ndarray]]:
+    with np.load(path, allow_pickle=False) as saved:
+        headers = json.loads(str(saved["headers"]))
+        rows = np.split(saved["rows"], np.cumsum(saved["rows_per_chunk"])[:-1]) if len(saved["rows_per_chunk"]) else []
+        recorded: dict[str, list[np.ndarray]] = {}
+        position = 0
+        for header, count in zip(headers, saved["chunks_per_header"].tolist(), strict=True):
+            recorded[header] = rows[position : position + count]
+            position += count
+    return recorded
 
 
 def _check(report) -> None:
@@ -541,10 +658,12 @@ def eval_scale(
                 row = {"size": size, "store": store, **built, **measured, "disk_mb": _disk_mb(data_dir)}
                 if server is not None:
                     row["server_peak_rss_mb"] = server.peak_rss_mb()
+                # Beside the KB, so a long build's figures survive the terminal that started it.
+                _write_state(data_dir / RESULT_FILE, row)
             finally:
                 if server is not None:
                     server.stop()
-            row.pop("fingerprint", None)
+            row.pop("recipe", None)
             runs.append(row)
     return {"runs": runs, "goals": GOALS, "note": LOAD_NOTE}
 
