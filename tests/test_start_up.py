@@ -157,16 +157,23 @@ def _wait_for_file(path: Path, console: Console) -> None:
     raise AssertionError(f"{path} never appeared: the warm-up never embedded its question")
 
 
-def test_the_prompt_comes_before_the_model_and_the_first_question_waits_for_it(
-    make_settings, tiny_kbs: Path, fake_embeddings: FakeEmbeddings, tmp_path: Path
-):
+def _console_held_in_its_warm_up(
+    command: str, make_settings, tiny_kbs: Path, fake_embeddings: FakeEmbeddings, tmp_path: Path
+) -> tuple[Console, Path]:
+    """A synced console (`kbbot start` or `chat`) whose warm-up question the fake embeddings hold; `held`
+    appears once the warm-up is inside that embedding."""
     settings = make_settings(knowledge_bases_dir=tiny_kbs)
     endpoint = fake_embeddings.settings()
     assert run_kbbot(settings, "kb", "sync", **endpoint).returncode == 0
     held = tmp_path / "warm-up-held"
     fake_embeddings.hold_on(WARM_UP_QUESTION, held)
+    return Console(settings, command, **endpoint), held
 
-    console = Console(settings, "start", **endpoint)
+
+def test_the_prompt_comes_before_the_model_and_the_first_question_waits_for_it(
+    make_settings, tiny_kbs: Path, fake_embeddings: FakeEmbeddings, tmp_path: Path
+):
+    console, held = _console_held_in_its_warm_up("start", make_settings, tiny_kbs, fake_embeddings, tmp_path)
     try:
         prompt = console.wait_for("you> ")
         _wait_for_file(held, console)  # the warm-up is inside its first embedding, and stays there
@@ -193,13 +200,7 @@ def test_the_prompt_comes_before_the_model_and_the_first_question_waits_for_it(
 def test_quitting_while_the_model_still_loads_exits_at_once_and_cleanly(
     make_settings, tiny_kbs: Path, fake_embeddings: FakeEmbeddings, tmp_path: Path
 ):
-    settings = make_settings(knowledge_bases_dir=tiny_kbs)
-    endpoint = fake_embeddings.settings()
-    assert run_kbbot(settings, "kb", "sync", **endpoint).returncode == 0
-    held = tmp_path / "warm-up-held"
-    fake_embeddings.hold_on(WARM_UP_QUESTION, held)
-
-    console = Console(settings, "chat", **endpoint)
+    console, held = _console_held_in_its_warm_up("chat", make_settings, tiny_kbs, fake_embeddings, tmp_path)
     try:
         console.wait_for("you> ")
         _wait_for_file(held, console)
