@@ -215,10 +215,17 @@ _ASKS = r"(?:how|what|what's|whats|when|who|whom|where|which|why|is|are|do|does|
 _PART_BREAK = re.compile(rf"\s*(?:[;?]\s*(?={_ASKS})|,?\s+(?:and|vs\.?|versus|plus|as well as)\s+)\s*", re.I)
 # "between Christmas and New Year", "from Monday to Friday and …": one span, not two parts.
 _BETWEEN = re.compile(r"\bbetween\s+\S+(?:\s+\S+)?\s*$", re.I)
-# A part's unit must be nearly as well supported as the lead: it answers the question too, only another part of it.
-PART_SHARE = 0.5
+# A part's unit must answer the question too, only another part of it: at least this share of the lead's support.
+PART_SHARE = 0.3
+# How a part's unit is chosen among those: the whole question's support, closeness to the part alone, the part's
+# own words said, its asked type, and for a table row how fully the part names the row.
+PART_SUPPORT_WEIGHT = 0.5
+PART_MEANING_WEIGHT = 1.0
 PART_COVERAGE_WEIGHT = 1.0
-PART_TYPE_BONUS = 0.1
+PART_TYPE_BONUS = 0.25
+ROW_LABEL_WEIGHT = 0.2
+# A word shorter than this is no start of a longer one ("ack" → "acknowledge", "prod" → "production").
+MIN_PREFIX_CHARS = 3
 # How a part asks ("how many", "how long") is its type, not words its unit must have.
 _ASKING_FORM = re.compile(r"\bhow (?:many|much|long|often|soon|fast|quickly|far|big|early|late)\b|\bwhat['’]?s\b", re.I)
 
@@ -276,6 +283,7 @@ class _Candidate:
     terms: frozenset[str]
     reads: str  # how it reads in the answer (a list item with its lead-in, a row with its header)
     body: str = ""  # what it quotes of its text: the unit, its whole list item, or it after the sentence it points to
+    part_meaning: tuple[float, ...] = ()  # its cosine to each asked part alone (empty: no vectors, or one part)
 
 
 def _bodies(text: str, units: Sequence[TextUnit]) -> list[str]:
@@ -561,7 +569,11 @@ def score_units(
             for c, cos in zip(members, vectors @ query_vector, strict=True):
                 closest[(c.rank, c.reads)] = max(float(cos), closest.get((c.rank, c.reads), -1.0))
             meaning = CJK_MEANING_WEIGHT if has_cjk(query) else 1.0
-            scored = [replace(c, score=c.score + meaning * closest[key]) for key, c in head.items()]
+            by_part = _part_closeness(asked_parts(asked or query), members, vectors, embed)
+            scored = [
+                replace(c, score=c.score + meaning * closest[key], part_meaning=by_part.get(key, ()))
+                for key, c in head.items()
+            ]
     scored.sort(key=lambda c: c.score, reverse=True)
     return scored
 
@@ -601,13 +613,9 @@ def compose(
         lead = passage_best
     lead_kb = kbs[lead.rank]
     query_terms = _terms(query)
-    picks = _part_picks(parts, lead, [c for c in scored if kbs[c.rank] == lead_kb and c is not lead])
+    picks = _part_picks(parts, lead, [c for c in scored if kbs[c.rank] == lead_kb and c is not lead], evidence)
     if picks:
-        # One unit per asked part, in the question's order; the lead first when the first part's unit is in
-        # another document than the lead's (the search ranked the lead's passage for the whole question).
-        documents = [e.chunk.document for e in evidence]
-        if lead not in picks or documents[picks[0].rank] != documents[lead.rank]:
-            picks = [lead, *(p for p in picks if p is not lead)]
+        # One unit per asked part, in the question's order: the answer to the first part leads.
         chosen = picks[:MAX_SENTENCES]
         covered = set().union(*(c.terms & query_terms for c in chosen))
         for candidate in scored:
@@ -662,29 +670,72 @@ def _repeats(candidate: _Candidate, chosen: Sequence[_Candidate]) -> bool:
     return any(candidate.unit.lead and candidate.unit.lead == c.unit.text for c in chosen)
 
 
-def _says(part: AskedPart, words: set[str]) -> float:
-    """The share of the part's own words that `words` has."""
-    return len(part.terms & words) / len(part.terms)
+def _says(part: AskedPart, words: set[str], weight: Mapping[str, float] | None = None) -> float:
+    """The share of the part's own words that `words` has (by `weight`, else each alike), a word counting when one
+    is the start of the other ("prod" and "production", "ack" and "acknowledge")."""
+    weigh = weight or dict.fromkeys(part.terms, 1.0)
+    total = sum(weigh[t] for t in part.terms) or 1.0
+    return sum(weigh[t] for t in part.terms if any(_same_stem(t, w) for w in words)) / total
 
 
-def _part_picks(parts: Sequence[AskedPart], lead: _Candidate, same_kb: Sequence[_Candidate]) -> list[_Candidate]:
-    """Each asked part's unit, in the question's order. The lead stands for a part unless another of its KB's
-    units, nearly as well supported, says more of the part's own words — by itself, not through its heading (every
-    unit of a passage "has" that) — and more than half of them; then the best of those (support, the part's words,
-    the part's asked type) does. [] when the lead stands for every part."""
-    said = {c: _terms(c.reads) for c in [lead, *same_kb]}
+def _fragment(candidate: _Candidate) -> bool:
+    """A heading, a term or a lead-in: it names what a part is about, it does not answer it."""
+    reads = candidate.reads
+    return (
+        candidate.unit.kind in ("term", "heading")
+        or reading_length(reads) < MIN_ANSWER_READING
+        or reads.endswith((":", "："))
+    )
+
+
+def _same_stem(a: str, b: str) -> bool:
+    shorter, longer = sorted((a, b), key=len)
+    return longer.startswith(shorter) and (len(shorter) >= MIN_PREFIX_CHARS or shorter == longer)
+
+
+def _row_label_named(candidate: _Candidate, part: AskedPart, raw: str) -> float:
+    """For a table row, the share of its first cell's words (what the row is about: "Recognised revenue",
+    "Net revenue retention (NRR)") that the part names: the row the part names best, not any row sharing a word."""
+    if candidate.unit.kind != "row":
+        return 0.0
+    label = _terms(raw.strip(" |").split("|")[0])
+    return sum(any(_same_stem(w, t) for t in part.terms) for w in label) / len(label) if label else 0.0
+
+
+def _part_picks(
+    parts: Sequence[AskedPart], lead: _Candidate, same_kb: Sequence[_Candidate], evidence: Sequence[Evidence] = ()
+) -> list[_Candidate]:
+    """Each asked part's unit, in the question's order: of the lead and its KB's units that answer the question
+    at all (PART_SHARE of the lead's support), the one that fits the part best — its support for the whole
+    question, its closeness in meaning to the part alone, the share of the part's own words it says by itself
+    (not through its heading: every unit of a passage "has" that), the part's asked type, for a table row how
+    well the part names it. A unit that quotes a pick whole (a sentence with the one it points back to) replaces
+    it. [] when the lead stands for every part."""
+    pool = [lead, *(c for c in same_kb if c.score >= PART_SHARE * lead.score and not _fragment(c))]
+    said = {id(c): _terms(c.reads) for c in pool}
+    raw = {id(c): evidence[c.rank].chunk.text[c.unit.start : c.unit.end] if evidence else c.unit.text for c in pool}
     picks: list[_Candidate] = []
-    for part in parts:
-        floor = max(_says(part, said[lead]), 0.5)
-        better = [c for c in same_kb if c.score >= PART_SHARE * lead.score and _says(part, said[c]) > floor]
+    for index, part in enumerate(parts):
+        # A part's rarer words say more ("ack" more than "need"), as for the whole question.
+        said_by = {t: sum(any(_same_stem(t, w) for w in said[id(c)]) for c in pool) for t in part.terms}
+        weight = {t: math.log(1 + len(pool) / (1 + n)) for t, n in said_by.items()}
 
-        def fit(c: _Candidate, part: AskedPart = part) -> float:
+        def fit(c: _Candidate, part: AskedPart = part, index: int = index, weight: dict = weight) -> float:
             typed = PART_TYPE_BONUS if any(p.search(c.reads) for p in part.expected) else 0.0
-            return c.score + PART_COVERAGE_WEIGHT * _says(part, said[c]) + typed
+            meaning = c.part_meaning[index] if index < len(c.part_meaning) else 0.0
+            return (
+                PART_SUPPORT_WEIGHT * c.score
+                + PART_MEANING_WEIGHT * meaning
+                + PART_COVERAGE_WEIGHT * _says(part, said[id(c)], weight)
+                + typed
+                + ROW_LABEL_WEIGHT * _row_label_named(c, part, raw[id(c)])
+            )
 
-        pick = max(better, key=fit) if better else lead
-        if not any(_repeats(pick, [p]) for p in picks):
-            picks.append(pick)
+        pick = max(pool, key=fit)
+        if any(_repeats(pick, [p]) and len(pick.reads) <= len(p.reads) for p in picks):
+            continue  # said already by an earlier part's unit
+        picks = [p for p in picks if not _repeats(p, [pick])]  # a shorter unit the new pick quotes whole
+        picks.append(pick)
     return picks if picks != [lead] else []
 
 
@@ -726,6 +777,25 @@ def _meaning_vectors(
         for i, vector in zip(missing, embed([head[i][2] for i in missing]), strict=True):
             rows[i] = vector
     return np.stack(rows)  # type: ignore[arg-type]
+
+
+def _part_closeness(
+    parts: Sequence[AskedPart],
+    members: Sequence[_Candidate],
+    vectors: np.ndarray,
+    embed: Callable[[list[str]], np.ndarray] | None,
+) -> dict[tuple[int, str], tuple[float, ...]]:
+    """Each candidate's cosine to each asked part by itself (as close as the closest of its sentences): the
+    whole question's vector leans to whichever part has more words, a part's own vector does not, and it finds
+    the unit that says a part in other words ("can I stretch it?" → "They may extend with up to 8 more weeks")."""
+    if len(parts) < 2 or embed is None:
+        return {}
+    part_vectors = np.asarray(embed([part.text for part in parts]))
+    closest: dict[tuple[int, str], np.ndarray] = {}
+    for c, cosines in zip(members, vectors @ part_vectors.T, strict=True):
+        key = (c.rank, c.reads)
+        closest[key] = np.maximum(closest[key], cosines) if key in closest else cosines
+    return {key: tuple(float(x) for x in cosines) for key, cosines in closest.items()}
 
 
 ANSWER_SYSTEM = (
