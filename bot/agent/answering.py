@@ -22,12 +22,14 @@ from tools.search import Evidence
 from tools.text import (
     TextUnit,
     answer_units,
+    asked_amount,
     cjk_content_words,
     cjk_names,
     content_terms,
     has_cjk,
     identifiers,
     keyword_terms,
+    money_ranges,
     reading_length,
     shorten,
     split_sentences,
@@ -121,6 +123,7 @@ _ALLOWANCE = re.compile(
     r"\b(?:receives?|received|gets?|entitled|entitlement|earns?|accrues?|allowance|(?:is|are) given)\b", re.I
 )
 ALLOWANCE_BONUS = 0.1
+AMOUNT_RANGE_BONUS = 0.25
 _MARKER = re.compile(r"\[(\d{1,3})\]")
 _LIST_ITEM_START = re.compile(r"^\s*(?:[-*•▪]|\d{1,2}[.)])\s+")
 
@@ -503,6 +506,7 @@ def score_units(
     asks_first_step = bool(_ASKS_FIRST_STEP.search(asked or query))
     asks_allowance = bool(_ASKS_ALLOWANCE.search(asked or query))
     asks_syntax = bool(_ASKS_SYNTAX.search(asked or query))
+    amount = asked_amount(asked or query)
     scored = []
     for (rank, position, unit, body, reads), terms in zip(units, sentence_terms, strict=True):
         raw = evidence[rank].chunk.text[unit.start : unit.end]
@@ -517,6 +521,10 @@ def score_units(
             score -= ANCHOR_PENALTY
         if expected and any(pattern.search(reads) for pattern in expected):
             score += ANSWER_TYPE_BONUS
+        # "Who approves a $300k contract?" is answered by the rule whose range holds $300k ("$250,000.01 to
+        # $1,000,000: … and the CEO"), not by the rows around it that share its words.
+        if amount is not None and any(low <= amount <= high for low, high in money_ranges(reads)):
+            score += AMOUNT_RANGE_BONUS
         if asks_allowance and _ALLOWANCE.search(reads):
             score += ALLOWANCE_BONUS
         if asks_first_step and _FIRST_STEP.match(raw):

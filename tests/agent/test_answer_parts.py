@@ -101,3 +101,20 @@ def test_a_part_said_in_other_words_is_found_by_its_own_meaning(answer) -> None:
     )
     assert text.startswith("The primary carer receives 16 weeks"), text
     assert "8 further weeks at half pay" in text, text
+
+
+APPROVALS = """| Commitment value | Required approvers |
+|---|---|
+| Up to $10,000 | Budget owner |
+| $10,000.01 to $50,000 | Budget owner and department VP |
+| $50,000.01 to $250,000 | Budget owner, department VP and CFO |
+| Above $250,000 | All of the above and the CEO |
+"""
+
+
+def test_an_amount_is_answered_by_the_row_whose_range_holds_it(answer) -> None:
+    # Every row shares the question's words; only one holds $30k.
+    text = answer("who has to approve a $30k purchase?", "approvals.md", APPROVALS, "Approvals > Matrix")
+    assert text.startswith("Commitment value: $10,000.01 to $50,000; Required approvers: Budget owner and"), text
+    text = answer("who signs off on a 400k contract?", "approvals.md", APPROVALS, "Approvals > Matrix")
+    assert text.startswith("Commitment value: Above $250,000; Required approvers: All of the above and the CEO"), text
