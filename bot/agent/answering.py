@@ -8,6 +8,7 @@ evidence, invalid ones are dropped, and an answer left with no valid citation is
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -215,7 +216,7 @@ _ASKS_SYNTAX = re.compile(r"\b(syntax|usage|synopsis|options?|flags?|arguments?|
 # each part's best unit, in the question's order; a part the evidence never mentions is said to be missing.
 # Two questions in one message ("how many days? who approves?") are two parts too.
 _ASKS = r"(?:how|what|what's|whats|when|who|whom|where|which|why|is|are|do|does|did|can|could|should|must|will)\b"
-_PART_BREAK = re.compile(rf"\s*(?:[;?]\s*(?={_ASKS})|,?\s+(?:and|vs\.?|versus|plus|as well as)\s+)\s*", re.I)
+_PART_BREAK = re.compile(rf"\s*(?:[;?]\s*(?={_ASKS})|,?\s+(?:and|&|\+|vs\.?|versus|plus|as well as)\s+)\s*", re.I)
 # "between Christmas and New Year", "from Monday to Friday and …": one span, not two parts.
 _BETWEEN = re.compile(r"\bbetween\s+\S+(?:\s+\S+)?\s*$", re.I)
 # A part's unit must answer the question too, only another part of it: at least this share of the lead's support.
@@ -227,8 +228,15 @@ PART_MEANING_WEIGHT = 1.0
 PART_COVERAGE_WEIGHT = 1.0
 PART_TYPE_BONUS = 0.25
 ROW_LABEL_WEIGHT = 0.2
+# Two parts share a unit only when neither has another this close in fit (of its PART_OPTIONS best).
+PART_ALTERNATIVE_MARGIN = 0.3
+PART_OPTIONS = 4
 # A word shorter than this is no start of a longer one ("ack" → "acknowledge", "prod" → "production").
 MIN_PREFIX_CHARS = 3
+# "When does it fail open?" asked as one part of several is answered by a time or by the condition that sets it off
+# ("If a Redis call takes longer than 50 ms…"): the other parts' units rarely state one.
+_ASKS_WHEN = re.compile(r"^\s*when\b", re.I)
+_CONDITION = re.compile(r"^(?:[^.;:]*:\s*)?(?:if|once|whenever|as soon as|after)\b", re.I)
 # How a part asks ("how many", "how long") is its type, not words its unit must have.
 _ASKING_FORM = re.compile(r"\bhow (?:many|much|long|often|soon|fast|quickly|far|big|early|late)\b|\bwhat['’]?s\b", re.I)
 
@@ -710,36 +718,57 @@ def _row_label_named(candidate: _Candidate, part: AskedPart, raw: str) -> float:
     return sum(any(_same_stem(w, t) for t in part.terms) for w in label) / len(label) if label else 0.0
 
 
+def _part_fits(
+    parts: Sequence[AskedPart], pool: Sequence[_Candidate], evidence: Sequence[Evidence]
+) -> list[list[float]]:
+    """How well each unit of `pool` answers each part: its support for the whole question, its closeness in meaning
+    to the part alone, the share of the part's own words it says by itself (rarer words weighing more; not through
+    its heading: every unit of a passage "has" that), the part's asked type, for a table row how well the part
+    names it."""
+    said = [_terms(c.reads) for c in pool]
+    raw = [evidence[c.rank].chunk.text[c.unit.start : c.unit.end] if evidence else c.unit.text for c in pool]
+    fits = []
+    for index, part in enumerate(parts):
+        # A part's rarer words say more ("ack" more than "need"), as for the whole question.
+        said_by = {t: sum(any(_same_stem(t, w) for w in words) for words in said) for t in part.terms}
+        weight = {t: math.log(1 + len(pool) / (1 + n)) for t, n in said_by.items()}
+        expected = (*part.expected, _CONDITION) if _ASKS_WHEN.search(part.text) else part.expected
+        row = []
+        for c, words, text in zip(pool, said, raw, strict=True):
+            typed = PART_TYPE_BONUS if any(p.search(c.reads) for p in expected) else 0.0
+            meaning = c.part_meaning[index] if index < len(c.part_meaning) else 0.0
+            row.append(
+                PART_SUPPORT_WEIGHT * c.score
+                + PART_MEANING_WEIGHT * meaning
+                + PART_COVERAGE_WEIGHT * _says(part, words, weight)
+                + typed
+                + ROW_LABEL_WEIGHT * _row_label_named(c, part, text)
+            )
+        fits.append(row)
+    return fits
+
+
 def _part_picks(
     parts: Sequence[AskedPart], lead: _Candidate, same_kb: Sequence[_Candidate], evidence: Sequence[Evidence] = ()
 ) -> list[_Candidate]:
-    """Each asked part's unit, in the question's order: of the lead and its KB's units that answer the question
-    at all (PART_SHARE of the lead's support), the one that fits the part best — its support for the whole
-    question, its closeness in meaning to the part alone, the share of the part's own words it says by itself
-    (not through its heading: every unit of a passage "has" that), the part's asked type, for a table row how
-    well the part names it. A unit that quotes a pick whole (a sentence with the one it points back to) replaces
-    it. [] when the lead stands for every part."""
+    """Each asked part's unit, in the question's order, among the lead and its KB's units that answer the question
+    at all (PART_SHARE of the lead's support) — the one that fits the part best (`_part_fits`), unless two parts
+    would share a unit while one of them has another nearly as fitting (within PART_ALTERNATIVE_MARGIN): then each
+    gets its own ("when does it fail open, and what does it switch to if Redis stays down?": two conditions of one
+    list). A unit that quotes a pick whole (a sentence with the one it points back to) replaces it. [] when the
+    lead stands for every part."""
     pool = [lead, *(c for c in same_kb if c.score >= PART_SHARE * lead.score and not _fragment(c))]
-    said = {id(c): _terms(c.reads) for c in pool}
-    raw = {id(c): evidence[c.rank].chunk.text[c.unit.start : c.unit.end] if evidence else c.unit.text for c in pool}
+    fits = _part_fits(parts, pool, evidence)
+    options = []
+    for row in fits:
+        ranked = sorted(range(len(pool)), key=lambda i, row=row: row[i], reverse=True)[:PART_OPTIONS]
+        options.append([i for i in ranked if row[i] >= row[ranked[0]] - PART_ALTERNATIVE_MARGIN])
+    best = max(
+        itertools.product(*options),
+        key=lambda chosen: (len(set(chosen)), sum(fits[p][i] for p, i in enumerate(chosen))),
+    )
     picks: list[_Candidate] = []
-    for index, part in enumerate(parts):
-        # A part's rarer words say more ("ack" more than "need"), as for the whole question.
-        said_by = {t: sum(any(_same_stem(t, w) for w in said[id(c)]) for c in pool) for t in part.terms}
-        weight = {t: math.log(1 + len(pool) / (1 + n)) for t, n in said_by.items()}
-
-        def fit(c: _Candidate, part: AskedPart = part, index: int = index, weight: dict = weight) -> float:
-            typed = PART_TYPE_BONUS if any(p.search(c.reads) for p in part.expected) else 0.0
-            meaning = c.part_meaning[index] if index < len(c.part_meaning) else 0.0
-            return (
-                PART_SUPPORT_WEIGHT * c.score
-                + PART_MEANING_WEIGHT * meaning
-                + PART_COVERAGE_WEIGHT * _says(part, said[id(c)], weight)
-                + typed
-                + ROW_LABEL_WEIGHT * _row_label_named(c, part, raw[id(c)])
-            )
-
-        pick = max(pool, key=fit)
+    for pick in (pool[i] for i in best):
         if any(_repeats(pick, [p]) and len(pick.reads) <= len(p.reads) for p in picks):
             continue  # said already by an earlier part's unit
         picks = [p for p in picks if not _repeats(p, [pick])]  # a shorter unit the new pick quotes whole

@@ -118,3 +118,30 @@ def test_an_amount_is_answered_by_the_row_whose_range_holds_it(answer) -> None:
     assert text.startswith("Commitment value: $10,000.01 to $50,000; Required approvers: Budget owner and"), text
     text = answer("who signs off on a 400k contract?", "approvals.md", APPROVALS, "Approvals > Matrix")
     assert text.startswith("Commitment value: Above $250,000; Required approvers: All of the above and the CEO"), text
+
+
+def test_parts_typed_with_an_ampersand_or_a_plus_are_parts() -> None:
+    assert [p.text for p in answering.asked_parts("per diem + hotel cap for london?")] == [
+        "per diem",
+        "hotel cap for london",
+    ]
+    assert [p.text for p in answering.asked_parts("starter price & vehicle limit?")] == [
+        "starter price",
+        "vehicle limit",
+    ]
+    assert answering.asked_parts("what is the P&L impact?") == [], "an ampersand inside a word joins nothing"
+
+
+GATEWAY = (
+    "Fail-open mode is shown in red on the gateway dashboard. If a cache call "
+    "takes longer than 50 ms, the gateway fails open and allows the request. The API Platform primary is paged "
+    "after 2 minutes of fail-open mode."
+)
+
+
+def test_a_when_part_is_answered_by_the_condition_that_sets_it_off(answer) -> None:
+    # No unit states a time: "when does it fail open?" is answered by the condition that sets it off, not by the
+    # dashboard line that names the same thing.
+    text = answer("when does the gateway fail open, and who gets paged?", "gateway.md", GATEWAY, "Gateway > Failing")
+    assert text.startswith("If a cache call takes longer than 50 ms"), text
+    assert "primary is paged" in text, text
