@@ -180,3 +180,18 @@ def test_an_html_table_row_and_a_definition_read_as_answers(tmp_path) -> None:
     assert defined == {"$75 per day for domestic trips.": "Per diem:", "$0.67 per mile.": "Mileage:"}
     # A heading the sentence names itself is no term it defines.
     assert all(not u.lead for u in answer_units("Hotels\nHotels are capped per night, excluding taxes.\n"))
+
+
+def test_money_amounts_asked_and_the_ranges_rules_state() -> None:
+    from tools.text import asked_amount, money_ranges
+
+    assert asked_amount("who signs a $300k contract?") == 300_000
+    assert asked_amount("who approves a 9k expense claim?") == 9_000
+    assert asked_amount("extra approval for a purchase over a million?") > 1_000_000
+    assert asked_amount("how many days off for a 5 day trip?") is None, "a number is money only with a sign or scale"
+    assert asked_amount("is $50 or $80 the limit?") is None, "two amounts: no one amount to place"
+    flat = "Up to $2,000 Your manager $2,000.01 to $7,500 Your department head Over $7,500 the VP Finance"
+    assert money_ranges(flat) == [(0.0, 2000.0), (2000.01, 7500.0), (7500.001, float("inf"))]
+    assert money_ranges("unbudgeted spend above $5,000 needs the CFO")[0][0] > 5000, "above leaves the amount out"
+    assert money_ranges("单笔金额超过 ¥5,000 的报销") == [(5000.001, float("inf"))]
+    assert money_ranges("The Growth plan costs $59 per vehicle.") == [], "a bare amount states no range"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -770,3 +771,69 @@ def cjk_nouns(text: str, known: Callable[[str], bool] | None = None) -> list[str
         if tag.startswith("n") or qualifies:
             found.setdefault(word, None)
     return list(found)
+
+
+# --- money amounts and the ranges a rule states ("Up to $2,000", "$2,000.01 to $7,500", "Above $1,000,000") ---
+
+_SCALE = {"k": 1e3, "thousand": 1e3, "m": 1e6, "mn": 1e6, "million": 1e6, "b": 1e9, "bn": 1e9, "billion": 1e9}
+_FIGURE = r"\d[\d,]*(?:\.\d+)?"
+_SCALE_WORD = r"(?:k|mn?|bn?|thousand|million|billion)\b"
+# An amount is money when it has a currency sign or a scale ("$5,000", "9k", "¥600", "a million").
+_MONEY = re.compile(
+    rf"(?:[$€£¥]|\b(?:usd|eur|gbp|cny|rmb)\s?)({_FIGURE})\s?({_SCALE_WORD})?|\b({_FIGURE})\s?({_SCALE_WORD})"
+    r"|\ba (thousand|million|billion)\b",
+    re.I,
+)
+_ABOVE = re.compile(r"(?:\b(?:above|over|more than|greater than|exceeds?|exceeding|beyond)|超过|高于)\s*$", re.I)
+_BELOW = re.compile(r"(?:\b(?:up to|below|under|less than|at most|no more than|within)|不超过|低于|最多)\s*$", re.I)
+_RANGE_JOIN = re.compile(r"^\s*(?:to|-|–|—|and)\s*$", re.I)
+
+
+def _money(text: str) -> list[tuple[int, int, float]]:
+    """Each money amount in `text`: (start, end, value)."""
+    found = []
+    for m in _MONEY.finditer(text):
+        if m.group(5):
+            value = _SCALE[m.group(5).lower()]
+        else:
+            figure, scale = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+            value = float(figure.replace(",", "")) * _SCALE.get((scale or "").lower(), 1.0)
+        found.append((m.start(), m.end(), value))
+    return found
+
+
+def asked_amount(question: str) -> float | None:
+    """The one money amount a question names, as the rules would compare it: "over a million" is just above it,
+    "under $500" just below; None when it names none or several."""
+    amounts = _money(question)
+    if len(amounts) != 1:
+        return None
+    start, _, value = amounts[0]
+    before = question[:start]
+    if _BELOW.search(before):
+        return value - 0.005
+    if _ABOVE.search(before):
+        return value + 0.005
+    return value
+
+
+def money_ranges(text: str) -> list[tuple[float, float]]:
+    """The ranges of money a text states: "$A to $B" → (A, B); "up to / under $A" → (0, A); "above / over $A" →
+    (just above A, ∞). A bare amount states no range."""
+    amounts = _money(text)
+    ranges: list[tuple[float, float]] = []
+    i = 0
+    while i < len(amounts):
+        start, end, value = amounts[i]
+        following = amounts[i + 1] if i + 1 < len(amounts) else None
+        if following and _RANGE_JOIN.match(text[end : following[0]]) and following[2] >= value:
+            ranges.append((value, following[2]))
+            i += 2
+            continue
+        before = text[max(0, start - 20) : start]
+        if _BELOW.search(before):
+            ranges.append((0.0, value))
+        elif _ABOVE.search(before):
+            ranges.append((value + 0.001, math.inf))  # "above $5,000" leaves $5,000 itself out
+        i += 1
+    return ranges

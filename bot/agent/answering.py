@@ -8,6 +8,7 @@ evidence, invalid ones are dropped, and an answer left with no valid citation is
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -22,12 +23,14 @@ from tools.search import Evidence
 from tools.text import (
     TextUnit,
     answer_units,
+    asked_amount,
     cjk_content_words,
     cjk_names,
     content_terms,
     has_cjk,
     identifiers,
     keyword_terms,
+    money_ranges,
     reading_length,
     shorten,
     split_sentences,
@@ -121,6 +124,7 @@ _ALLOWANCE = re.compile(
     r"\b(?:receives?|received|gets?|entitled|entitlement|earns?|accrues?|allowance|(?:is|are) given)\b", re.I
 )
 ALLOWANCE_BONUS = 0.1
+AMOUNT_RANGE_BONUS = 0.25
 _MARKER = re.compile(r"\[(\d{1,3})\]")
 _LIST_ITEM_START = re.compile(r"^\s*(?:[-*•▪]|\d{1,2}[.)])\s+")
 
@@ -212,13 +216,27 @@ _ASKS_SYNTAX = re.compile(r"\b(syntax|usage|synopsis|options?|flags?|arguments?|
 # each part's best unit, in the question's order; a part the evidence never mentions is said to be missing.
 # Two questions in one message ("how many days? who approves?") are two parts too.
 _ASKS = r"(?:how|what|what's|whats|when|who|whom|where|which|why|is|are|do|does|did|can|could|should|must|will)\b"
-_PART_BREAK = re.compile(rf"\s*(?:[;?]\s*(?={_ASKS})|,?\s+(?:and|vs\.?|versus|plus|as well as)\s+)\s*", re.I)
+_PART_BREAK = re.compile(rf"\s*(?:[;?]\s*(?={_ASKS})|,?\s+(?:and|&|\+|vs\.?|versus|plus|as well as)\s+)\s*", re.I)
 # "between Christmas and New Year", "from Monday to Friday and …": one span, not two parts.
 _BETWEEN = re.compile(r"\bbetween\s+\S+(?:\s+\S+)?\s*$", re.I)
-# A part's unit must be nearly as well supported as the lead: it answers the question too, only another part of it.
-PART_SHARE = 0.5
+# A part's unit must answer the question too, only another part of it: at least this share of the lead's support.
+PART_SHARE = 0.3
+# How a part's unit is chosen among those: the whole question's support, closeness to the part alone, the part's
+# own words said, its asked type, and for a table row how fully the part names the row.
+PART_SUPPORT_WEIGHT = 0.5
+PART_MEANING_WEIGHT = 1.0
 PART_COVERAGE_WEIGHT = 1.0
-PART_TYPE_BONUS = 0.1
+PART_TYPE_BONUS = 0.25
+ROW_LABEL_WEIGHT = 0.2
+# Two parts share a unit only when neither has another this close in fit (of its PART_OPTIONS best).
+PART_ALTERNATIVE_MARGIN = 0.3
+PART_OPTIONS = 4
+# A word shorter than this is no start of a longer one ("ack" → "acknowledge", "prod" → "production").
+MIN_PREFIX_CHARS = 3
+# "When does it fail open?" asked as one part of several is answered by a time or by the condition that sets it off
+# ("If a Redis call takes longer than 50 ms…"): the other parts' units rarely state one.
+_ASKS_WHEN = re.compile(r"^\s*when\b", re.I)
+_CONDITION = re.compile(r"^(?:[^.;:]*:\s*)?(?:if|once|whenever|as soon as|after)\b", re.I)
 # How a part asks ("how many", "how long") is its type, not words its unit must have.
 _ASKING_FORM = re.compile(r"\bhow (?:many|much|long|often|soon|fast|quickly|far|big|early|late)\b|\bwhat['’]?s\b", re.I)
 
@@ -276,6 +294,7 @@ class _Candidate:
     terms: frozenset[str]
     reads: str  # how it reads in the answer (a list item with its lead-in, a row with its header)
     body: str = ""  # what it quotes of its text: the unit, its whole list item, or it after the sentence it points to
+    part_meaning: tuple[float, ...] = ()  # its cosine to each asked part alone (empty: no vectors, or one part)
 
 
 def _bodies(text: str, units: Sequence[TextUnit]) -> list[str]:
@@ -495,6 +514,7 @@ def score_units(
     asks_first_step = bool(_ASKS_FIRST_STEP.search(asked or query))
     asks_allowance = bool(_ASKS_ALLOWANCE.search(asked or query))
     asks_syntax = bool(_ASKS_SYNTAX.search(asked or query))
+    amount = asked_amount(asked or query)
     scored = []
     for (rank, position, unit, body, reads), terms in zip(units, sentence_terms, strict=True):
         raw = evidence[rank].chunk.text[unit.start : unit.end]
@@ -509,6 +529,10 @@ def score_units(
             score -= ANCHOR_PENALTY
         if expected and any(pattern.search(reads) for pattern in expected):
             score += ANSWER_TYPE_BONUS
+        # "Who approves a $300k contract?" is answered by the rule whose range holds $300k ("$250,000.01 to
+        # $1,000,000: … and the CEO"), not by the rows around it that share its words.
+        if amount is not None and any(low <= amount <= high for low, high in money_ranges(reads)):
+            score += AMOUNT_RANGE_BONUS
         if asks_allowance and _ALLOWANCE.search(reads):
             score += ALLOWANCE_BONUS
         if asks_first_step and _FIRST_STEP.match(raw):
@@ -561,7 +585,11 @@ def score_units(
             for c, cos in zip(members, vectors @ query_vector, strict=True):
                 closest[(c.rank, c.reads)] = max(float(cos), closest.get((c.rank, c.reads), -1.0))
             meaning = CJK_MEANING_WEIGHT if has_cjk(query) else 1.0
-            scored = [replace(c, score=c.score + meaning * closest[key]) for key, c in head.items()]
+            by_part = _part_closeness(asked_parts(asked or query), members, vectors, embed)
+            scored = [
+                replace(c, score=c.score + meaning * closest[key], part_meaning=by_part.get(key, ()))
+                for key, c in head.items()
+            ]
     scored.sort(key=lambda c: c.score, reverse=True)
     return scored
 
@@ -601,13 +629,9 @@ def compose(
         lead = passage_best
     lead_kb = kbs[lead.rank]
     query_terms = _terms(query)
-    picks = _part_picks(parts, lead, [c for c in scored if kbs[c.rank] == lead_kb and c is not lead])
+    picks = _part_picks(parts, lead, [c for c in scored if kbs[c.rank] == lead_kb and c is not lead], evidence)
     if picks:
-        # One unit per asked part, in the question's order; the lead first when the first part's unit is in
-        # another document than the lead's (the search ranked the lead's passage for the whole question).
-        documents = [e.chunk.document for e in evidence]
-        if lead not in picks or documents[picks[0].rank] != documents[lead.rank]:
-            picks = [lead, *(p for p in picks if p is not lead)]
+        # One unit per asked part, in the question's order: the answer to the first part leads.
         chosen = picks[:MAX_SENTENCES]
         covered = set().union(*(c.terms & query_terms for c in chosen))
         for candidate in scored:
@@ -662,29 +686,93 @@ def _repeats(candidate: _Candidate, chosen: Sequence[_Candidate]) -> bool:
     return any(candidate.unit.lead and candidate.unit.lead == c.unit.text for c in chosen)
 
 
-def _says(part: AskedPart, words: set[str]) -> float:
-    """The share of the part's own words that `words` has."""
-    return len(part.terms & words) / len(part.terms)
+def _says(part: AskedPart, words: set[str], weight: Mapping[str, float] | None = None) -> float:
+    """The share of the part's own words that `words` has (by `weight`, else each alike), a word counting when one
+    is the start of the other ("prod" and "production", "ack" and "acknowledge")."""
+    weigh = weight or dict.fromkeys(part.terms, 1.0)
+    total = sum(weigh[t] for t in part.terms) or 1.0
+    return sum(weigh[t] for t in part.terms if any(_same_stem(t, w) for w in words)) / total
 
 
-def _part_picks(parts: Sequence[AskedPart], lead: _Candidate, same_kb: Sequence[_Candidate]) -> list[_Candidate]:
-    """Each asked part's unit, in the question's order. The lead stands for a part unless another of its KB's
-    units, nearly as well supported, says more of the part's own words — by itself, not through its heading (every
-    unit of a passage "has" that) — and more than half of them; then the best of those (support, the part's words,
-    the part's asked type) does. [] when the lead stands for every part."""
-    said = {c: _terms(c.reads) for c in [lead, *same_kb]}
+def _fragment(candidate: _Candidate) -> bool:
+    """A heading, a term or a lead-in: it names what a part is about, it does not answer it."""
+    reads = candidate.reads
+    return (
+        candidate.unit.kind in ("term", "heading")
+        or reading_length(reads) < MIN_ANSWER_READING
+        or reads.endswith((":", "："))
+    )
+
+
+def _same_stem(a: str, b: str) -> bool:
+    shorter, longer = sorted((a, b), key=len)
+    return longer.startswith(shorter) and (len(shorter) >= MIN_PREFIX_CHARS or shorter == longer)
+
+
+def _row_label_named(candidate: _Candidate, part: AskedPart, raw: str) -> float:
+    """For a table row, the share of its first cell's words (what the row is about: "Recognised revenue",
+    "Net revenue retention (NRR)") that the part names: the row the part names best, not any row sharing a word."""
+    if candidate.unit.kind != "row":
+        return 0.0
+    label = _terms(raw.strip(" |").split("|")[0])
+    return sum(any(_same_stem(w, t) for t in part.terms) for w in label) / len(label) if label else 0.0
+
+
+def _part_fits(
+    parts: Sequence[AskedPart], pool: Sequence[_Candidate], evidence: Sequence[Evidence]
+) -> list[list[float]]:
+    """How well each unit of `pool` answers each part: its support for the whole question, its closeness in meaning
+    to the part alone, the share of the part's own words it says by itself (rarer words weighing more; not through
+    its heading: every unit of a passage "has" that), the part's asked type, for a table row how well the part
+    names it."""
+    said = [_terms(c.reads) for c in pool]
+    raw = [evidence[c.rank].chunk.text[c.unit.start : c.unit.end] if evidence else c.unit.text for c in pool]
+    fits = []
+    for index, part in enumerate(parts):
+        # A part's rarer words say more ("ack" more than "need"), as for the whole question.
+        said_by = {t: sum(any(_same_stem(t, w) for w in words) for words in said) for t in part.terms}
+        weight = {t: math.log(1 + len(pool) / (1 + n)) for t, n in said_by.items()}
+        expected = (*part.expected, _CONDITION) if _ASKS_WHEN.search(part.text) else part.expected
+        row = []
+        for c, words, text in zip(pool, said, raw, strict=True):
+            typed = PART_TYPE_BONUS if any(p.search(c.reads) for p in expected) else 0.0
+            meaning = c.part_meaning[index] if index < len(c.part_meaning) else 0.0
+            row.append(
+                PART_SUPPORT_WEIGHT * c.score
+                + PART_MEANING_WEIGHT * meaning
+                + PART_COVERAGE_WEIGHT * _says(part, words, weight)
+                + typed
+                + ROW_LABEL_WEIGHT * _row_label_named(c, part, text)
+            )
+        fits.append(row)
+    return fits
+
+
+def _part_picks(
+    parts: Sequence[AskedPart], lead: _Candidate, same_kb: Sequence[_Candidate], evidence: Sequence[Evidence] = ()
+) -> list[_Candidate]:
+    """Each asked part's unit, in the question's order, among the lead and its KB's units that answer the question
+    at all (PART_SHARE of the lead's support) — the one that fits the part best (`_part_fits`), unless two parts
+    would share a unit while one of them has another nearly as fitting (within PART_ALTERNATIVE_MARGIN): then each
+    gets its own ("when does it fail open, and what does it switch to if Redis stays down?": two conditions of one
+    list). A unit that quotes a pick whole (a sentence with the one it points back to) replaces it. [] when the
+    lead stands for every part."""
+    pool = [lead, *(c for c in same_kb if c.score >= PART_SHARE * lead.score and not _fragment(c))]
+    fits = _part_fits(parts, pool, evidence)
+    options = []
+    for row in fits:
+        ranked = sorted(range(len(pool)), key=lambda i, row=row: row[i], reverse=True)[:PART_OPTIONS]
+        options.append([i for i in ranked if row[i] >= row[ranked[0]] - PART_ALTERNATIVE_MARGIN])
+    best = max(
+        itertools.product(*options),
+        key=lambda chosen: (len(set(chosen)), sum(fits[p][i] for p, i in enumerate(chosen))),
+    )
     picks: list[_Candidate] = []
-    for part in parts:
-        floor = max(_says(part, said[lead]), 0.5)
-        better = [c for c in same_kb if c.score >= PART_SHARE * lead.score and _says(part, said[c]) > floor]
-
-        def fit(c: _Candidate, part: AskedPart = part) -> float:
-            typed = PART_TYPE_BONUS if any(p.search(c.reads) for p in part.expected) else 0.0
-            return c.score + PART_COVERAGE_WEIGHT * _says(part, said[c]) + typed
-
-        pick = max(better, key=fit) if better else lead
-        if not any(_repeats(pick, [p]) for p in picks):
-            picks.append(pick)
+    for pick in (pool[i] for i in best):
+        if any(_repeats(pick, [p]) and len(pick.reads) <= len(p.reads) for p in picks):
+            continue  # said already by an earlier part's unit
+        picks = [p for p in picks if not _repeats(p, [pick])]  # a shorter unit the new pick quotes whole
+        picks.append(pick)
     return picks if picks != [lead] else []
 
 
@@ -726,6 +814,25 @@ def _meaning_vectors(
         for i, vector in zip(missing, embed([head[i][2] for i in missing]), strict=True):
             rows[i] = vector
     return np.stack(rows)  # type: ignore[arg-type]
+
+
+def _part_closeness(
+    parts: Sequence[AskedPart],
+    members: Sequence[_Candidate],
+    vectors: np.ndarray,
+    embed: Callable[[list[str]], np.ndarray] | None,
+) -> dict[tuple[int, str], tuple[float, ...]]:
+    """Each candidate's cosine to each asked part by itself (as close as the closest of its sentences): the
+    whole question's vector leans to whichever part has more words, a part's own vector does not, and it finds
+    the unit that says a part in other words ("can I stretch it?" → "They may extend with up to 8 more weeks")."""
+    if len(parts) < 2 or embed is None:
+        return {}
+    part_vectors = np.asarray(embed([part.text for part in parts]))
+    closest: dict[tuple[int, str], np.ndarray] = {}
+    for c, cosines in zip(members, vectors @ part_vectors.T, strict=True):
+        key = (c.rank, c.reads)
+        closest[key] = np.maximum(closest[key], cosines) if key in closest else cosines
+    return {key: tuple(float(x) for x in cosines) for key, cosines in closest.items()}
 
 
 ANSWER_SYSTEM = (
