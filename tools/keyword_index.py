@@ -29,7 +29,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -123,6 +123,41 @@ class _Delta:
     chunk_documents: list[int] = field(default_factory=list)  # global document positions
 
 
+class _Positions(Mapping[str, int]):
+    """Chunk id -> position of the live chunks, in layers: the base's map (built once per loaded base and shared
+    by every update of it), the delta's, and the tombstones. An update copies the delta's layer only, so
+    publishing into a KB of a million chunks does not rebuild a million-entry map."""
+
+    def __init__(self, base: dict[str, int], added: dict[str, int], removed: frozenset[int]):
+        self._base, self._added, self._removed = base, added, removed
+
+    def __getitem__(self, chunk_id: str) -> int:
+        position = self._added.get(chunk_id)
+        if position is None:
+            position = self._base[chunk_id]
+        if position in self._removed:
+            raise KeyError(chunk_id)
+        return position
+
+    def get(self, chunk_id: str, default: int | None = None) -> int | None:  # type: ignore[override]
+        try:
+            return self[chunk_id]
+        except KeyError:
+            return default
+
+    def __contains__(self, chunk_id: object) -> bool:
+        return self.get(chunk_id) is not None  # type: ignore[arg-type]
+
+    def __iter__(self) -> Iterator[str]:
+        for layer in (self._base, self._added):
+            for chunk_id, position in layer.items():
+                if position not in self._removed:
+                    yield chunk_id
+
+    def __len__(self) -> int:
+        return len(self._base) + len(self._added) - len(self._removed)
+
+
 def _fields_of(record: _Stats | _Delta) -> dict:
     """A record's fields as they are, for json.dumps: dataclasses.asdict deep-copies every term of every
     chunk first, which made saving an index update cost seconds."""
@@ -176,7 +211,9 @@ class KeywordIndex:
     def __post_init__(self) -> None:
         if self.base_size < 0:
             self.base_size = len(self.chunk_ids)
-        self.position = {cid: i for i, cid in enumerate(self.chunk_ids) if i not in self.removed}
+        # The position map is built when first asked for; an update hands its base layer on (see _Positions).
+        self._base_positions: dict[str, int] | None = None
+        self._positions: _Positions | None = None
         self._chunk_delta = self._document_delta = None
         if self.delta.chunk_terms and self.stats is not None:
             self._chunk_delta = _Postings(self.delta.chunk_terms, self.stats[0])
@@ -187,6 +224,37 @@ class KeywordIndex:
         if self.removed:
             self._removed_mask = np.zeros(len(self.chunk_ids), dtype=bool)
             self._removed_mask[list(self.removed)] = True
+
+    @property
+    def position(self) -> Mapping[str, int]:
+        """Chunk id -> position, live chunks only."""
+        if self._positions is None:
+            if self._base_positions is None:
+                self._base_positions = dict(zip(self.chunk_ids[: self.base_size], range(self.base_size), strict=True))
+            delta_ids = self.chunk_ids[self.base_size :]
+            added = dict(zip(delta_ids, range(self.base_size, len(self.chunk_ids)), strict=True))
+            self._positions = _Positions(self._base_positions, added, self.removed)
+        return self._positions
+
+    def holds_version(self, version: str) -> bool:
+        """Whether this index holds live chunks of the version `kb/document@vN` (its chunk #0: the store numbers
+        a version's chunks from 0)."""
+        return f"{version}#0" in self.position
+
+    def _version_positions(self, version: str) -> list[int] | None:
+        """The positions of a live version's chunks, without a pass over every id: a version's chunks sit next to
+        each other (a build reads them sorted by document, an update appends them together), so they are found
+        by walking out from its chunk #0. None when its chunk #0 is not indexed."""
+        first = self.position.get(f"{version}#0")
+        if first is None:
+            return None
+        start = first
+        while start > 0 and document_key(self.chunk_ids[start - 1]) == version:
+            start -= 1
+        end = first + 1
+        while end < len(self.chunk_ids) and document_key(self.chunk_ids[end]) == version:
+            end += 1
+        return [i for i in range(start, end) if i not in self.removed]
 
     @property
     def delta_size(self) -> int:
@@ -286,8 +354,15 @@ class KeywordIndex:
                     delta.document_terms[seen[key]].extend(keyword_terms(body))
                 delta.chunk_documents.append(base_documents + seen[key])
         removed = set(self.removed)
-        if removed_versions:  # a pass over every live id: only when something is retired
-            removed.update(i for cid, i in self.position.items() if document_key(cid) in removed_versions)
+        unfound = set()
+        for version in removed_versions:
+            positions = self._version_positions(version)
+            if positions is None:
+                unfound.add(version)
+            else:
+                removed.update(positions)
+        if unfound:  # chunks not numbered from 0 (never written by the store): a pass over every live id
+            removed.update(i for cid, i in self.position.items() if document_key(cid) in unfound)
         index = KeywordIndex(
             [*self.chunk_ids, *added_ids],
             self.bm25,
@@ -300,6 +375,7 @@ class KeywordIndex:
             self.lineage,
             self.stats,
         )
+        index._base_positions = self._base_positions  # the base never changes: its map is shared
         if self._live_versions is not None:  # carried forward: the next update needs no pass over every id
             index._live_versions = (self._live_versions - removed_versions) | {document_key(c) for c in added_ids}
         return index
@@ -337,8 +413,10 @@ class KeywordIndex:
         tmp = parent / f".{directory.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
         try:
             tmp.mkdir()
-            (tmp / "chunk_ids.json").write_text(json.dumps(self.chunk_ids), encoding="utf-8")
-            if not _link_base(self, parent, tmp):  # the base is immutable: an update links the saved one
+            linked = _link_base(self, parent, tmp)  # the base is immutable: an update links the saved one
+            if not (tmp / "base_ids.json").is_file():  # (a base saved by an older kbbot has none to link)
+                (tmp / "base_ids.json").write_text(json.dumps(self.chunk_ids[: self.base_size]), encoding="utf-8")
+            if not linked:
                 if self.bm25 is not None:
                     self.bm25.save(str(tmp / "bm25"))
                 if self.documents is not None and self.chunk_documents is not None:
@@ -352,6 +430,7 @@ class KeywordIndex:
                 json.dumps(
                     {
                         "base_size": self.base_size,
+                        "ids": self.chunk_ids[self.base_size :],  # the delta's: the base's are in base_ids.json
                         "lineage": self.lineage,
                         "removed": sorted(self.removed),
                         "delta": _fields_of(self.delta),
@@ -391,19 +470,25 @@ class KeywordIndex:
 
     @classmethod
     def _load(cls, directory: Path) -> KeywordIndex | None:
+        # Two layouts of the same format: base_ids.json (the base's ids, linked from save to save) + the delta's
+        # ids in delta.json; or, as kbbot wrote before, every id in chunk_ids.json.
         ids_file = directory / "chunk_ids.json"
+        base_ids_file = directory / "base_ids.json"
         format_file = directory / "format.json"
-        if not ids_file.is_file() or not format_file.is_file():
+        if not (ids_file.is_file() or base_ids_file.is_file()) or not format_file.is_file():
             return None
         if json.loads(format_file.read_text(encoding="utf-8")).get("format") != FORMAT:
             return None
-        chunk_ids = json.loads(ids_file.read_text(encoding="utf-8"))
+        extra = json.loads((directory / "delta.json").read_text(encoding="utf-8"))
+        if ids_file.is_file():
+            chunk_ids = json.loads(ids_file.read_text(encoding="utf-8"))
+        else:
+            chunk_ids = json.loads(base_ids_file.read_text(encoding="utf-8")) + list(extra["ids"])
         bm25 = bm25s.BM25.load(str(directory / "bm25")) if chunk_ids else None
         documents = owner = None
         if (directory / "chunk_documents.npy").is_file():
             documents = bm25s.BM25.load(str(directory / "documents"))
             owner = np.load(directory / "chunk_documents.npy")
-        extra = json.loads((directory / "delta.json").read_text(encoding="utf-8"))
         stats = None
         if bm25 is not None:
             chunk_stats, document_stats = json.loads((directory / "stats.json").read_text(encoding="utf-8"))
@@ -421,7 +506,7 @@ class KeywordIndex:
         )
 
 
-_BASE_FILES = ("bm25", "documents", "chunk_documents.npy", "stats.json")
+_BASE_FILES = ("bm25", "documents", "chunk_documents.npy", "stats.json", "base_ids.json")
 
 
 def _link_base(index: KeywordIndex, parent: Path, target: Path) -> bool:

@@ -21,6 +21,9 @@ from pathlib import Path
 
 from tools.manifests import KnowledgeBaseManifest
 
+# How many generations of live changes are kept: an index further behind than this reads every row instead.
+LIVE_CHANGES_KEPT = 256
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS kbs (
     name TEXT PRIMARY KEY,
@@ -70,6 +73,23 @@ CREATE TABLE IF NOT EXISTS generation_floors (
     name TEXT PRIMARY KEY,
     generation INTEGER NOT NULL
 );
+-- What each generation changed: per document whose live version it replaced or removed, the version live
+-- before (NULL: none) and after (NULL: deleted) and the new version's chunks. A derived index (keyword) of an
+-- older generation catches up from these rows instead of reading every document's row (half a million at a
+-- million chunks). A generation with no row here (a reindex's switch, a registry written before this table,
+-- rows pruned) cannot be caught up from: the reader then reads every row, as before.
+CREATE TABLE IF NOT EXISTS live_changes (
+    kb TEXT NOT NULL,
+    generation INTEGER NOT NULL,
+    document TEXT NOT NULL,
+    old_version INTEGER,
+    new_version INTEGER,
+    new_chunks INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (kb, generation, document)
+);
+-- Recovery looks for failed, retired and in-flight versions at every open and ingest: without this index
+-- that is a scan of every version of the KB.
+CREATE INDEX IF NOT EXISTS versions_by_state ON versions (kb, state);
 -- Per chunk, a vector for each answer unit (sentence) of its text, pooled from the chunk's own
 -- forward pass at ingest: the offline answer scores sentences by meaning without encoding them.
 -- Rows of versions that are forgotten go with them; a missing row only costs an encode later.
@@ -272,6 +292,21 @@ class ProcessLease:
         return False
 
 
+def _log_live_changes(db: sqlite3.Connection, kb: str, changes: list[tuple[str, int | None, int | None, int]]) -> None:
+    """Record what the generation about to be made changes (inside its transaction, before the bump), and drop
+    rows older than LIVE_CHANGES_KEPT generations."""
+    row = db.execute("SELECT generation FROM kbs WHERE name = ?", (kb,)).fetchone()
+    if row is None:
+        return
+    generation = int(row[0]) + 1
+    db.executemany(
+        "INSERT OR REPLACE INTO live_changes (kb, generation, document, old_version, new_version, new_chunks)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        [(kb, generation, document, old, new, chunks) for document, old, new, chunks in changes],
+    )
+    db.execute("DELETE FROM live_changes WHERE kb = ? AND generation <= ?", (kb, generation - LIVE_CHANGES_KEPT))
+
+
 class Registry:
     def __init__(self, path: Path):
         self.path = path
@@ -384,7 +419,8 @@ class Registry:
                 "SELECT name, generation + 1 FROM kbs WHERE name = ?",
                 (name,),
             )
-            for table, column in (("versions", "kb"), ("documents", "kb"), ("unit_vectors", "kb"), ("kbs", "name")):
+            tables = ("versions", "documents", "unit_vectors", "live_changes")
+            for table, column in [(t, "kb") for t in tables] + [("kbs", "name")]:
                 db.execute(f"DELETE FROM {table} WHERE {column} = ?", (name,))
 
     def generation_floor(self, name: str) -> int:
@@ -470,6 +506,32 @@ class Registry:
         """(generation, {document: (live version, its chunks)}), read in one transaction."""
         generation, rows = self._live_rows(kb)
         return generation, {r["name"]: (int(r["live_version"]), int(r["live_chunks"])) for r in rows}
+
+    def live_changes(self, kb: str, since: int) -> tuple[int, dict[str, tuple[int | None, int | None, int]]] | None:
+        """(generation, {document: (version live at `since`, version live now or None, its chunks)}) for the
+        documents whose live version changed after generation `since`, read in one transaction; None when
+        some generation in between is not logged (then only a full read of live_chunk_counts is right)."""
+        with self._connect() as db:
+            db.execute("BEGIN")  # deferred: one consistent read snapshot (WAL), no write lock
+            try:
+                row = db.execute("SELECT generation FROM kbs WHERE name = ?", (kb,)).fetchone()
+                rows = db.execute(
+                    "SELECT generation, document, old_version, new_version, new_chunks FROM live_changes"
+                    " WHERE kb = ? AND generation > ? ORDER BY generation",
+                    (kb, since),
+                ).fetchall()
+            finally:
+                db.execute("COMMIT")
+        if row is None:
+            return None
+        generation = int(row[0])
+        if {int(r["generation"]) for r in rows} != set(range(since + 1, generation + 1)):
+            return None  # a generation made without a log row (a reindex, an older kbbot) or pruned
+        changes: dict[str, tuple[int | None, int | None, int]] = {}
+        for r in rows:
+            before = changes[r["document"]][0] if r["document"] in changes else r["old_version"]
+            changes[r["document"]] = (before, r["new_version"], int(r["new_chunks"]))
+        return generation, changes
 
     def _live_rows(self, kb: str) -> tuple[int, list]:
         """The KB's generation and its live documents' rows, from one consistent read snapshot."""
@@ -615,8 +677,10 @@ class Registry:
                     ),
                 )
                 results.append(Published(pending, old["live_version"] if old else None))
-            # The flip's last statement (fault tests stop inside the transaction right here).
             for kb in dict.fromkeys(r.pending.kb for r in results if r.live):
+                mine = [(r, item[2]) for r, item in zip(results, items, strict=True) if r.live and r.pending.kb == kb]
+                _log_live_changes(db, kb, [(r.pending.document, r.replaced, r.pending.version, n) for r, n in mine])
+                # The flip's last statement (fault tests stop inside the transaction right here).
                 db.execute("UPDATE kbs SET generation = generation + 1 WHERE name = ?", (kb,))
         self.lease.release(len(items))
         return results
@@ -761,6 +825,7 @@ class Registry:
                 (kb, name),
             )
             db.execute("DELETE FROM documents WHERE kb = ? AND name = ?", (kb, name))
+            _log_live_changes(db, kb, [(name, row["live_version"], None, 0)])
             db.execute("UPDATE kbs SET generation = generation + 1 WHERE name = ?", (kb,))
         return row["live_version"] or 0
 
