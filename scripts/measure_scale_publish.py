@@ -44,6 +44,8 @@ for n in range(2):
     if not (report.ok and report.embedded_chunks > 0):
         raise SystemExit("the publish failed")
 bot.close()
+import tools.store
+out["code"] = str(Path(tools.store.__file__).parents[1])
 print(json.dumps(out), flush=True)
 """
 
@@ -59,11 +61,13 @@ def main() -> int:
         for label, spec in variants:
             checkout, _, own_dir = spec.partition("@")
             data_dir = Path(own_dir) if own_dir else args.data_dir
-            env = {**os.environ, "PYTHONPATH": str(Path(checkout).resolve())}
+            # PYTHONPATH and the working directory both the checkout: `python -c` puts the working directory first
+            # on sys.path, so with PYTHONPATH alone every variant ran the code of the directory it was started in.
+            root = str(Path(checkout).resolve())
+            env = {**os.environ, "PYTHONPATH": root}
             load = os.getloadavg()[0]
-            done = subprocess.run(
-                [sys.executable, "-c", CHILD, str(data_dir)], env=env, capture_output=True, text=True, check=False
-            )
+            command = [sys.executable, "-c", CHILD, str(data_dir.resolve())]
+            done = subprocess.run(command, env=env, cwd=root, capture_output=True, text=True, check=False)
             if done.returncode != 0:
                 print(f"{label}: failed ({done.returncode}): {done.stderr[-500:]}", file=sys.stderr)
                 return 1
