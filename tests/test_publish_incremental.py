@@ -114,10 +114,17 @@ def test_layered_positions_equal_a_fresh_map_through_updates_and_a_save(tmp_path
 def _as_written_before(directory: Path) -> None:
     """Turn a saved index into the layout kbbot wrote before base_ids.json: every id in chunk_ids.json."""
     extra = json.loads((directory / "delta.json").read_text(encoding="utf-8"))
-    ids = json.loads((directory / "base_ids.json").read_text(encoding="utf-8")) + extra.pop("ids")
+    ids = json.loads((directory / "base_ids.json").read_text(encoding="utf-8"))
+    delta = {"chunk_terms": [], "document_terms": [], "chunk_documents": []}
+    for name, _chunks, _documents in extra.pop("segments"):
+        segment = json.loads((directory / name).read_text(encoding="utf-8"))
+        ids += segment.pop("ids")
+        for key, values in segment.items():
+            delta[key] += values
+        (directory / name).unlink()
     (directory / "chunk_ids.json").write_text(json.dumps(ids), encoding="utf-8")
     (directory / "base_ids.json").unlink()
-    (directory / "delta.json").write_text(json.dumps(extra), encoding="utf-8")
+    (directory / "delta.json").write_text(json.dumps({**extra, "delta": delta}), encoding="utf-8")
 
 
 def test_an_index_in_the_earlier_layout_loads_and_updates(tmp_path: Path) -> None:
@@ -237,3 +244,49 @@ def test_a_retired_version_is_found_without_a_pass_over_every_id(retire: str) ->
     retired = grown.updated([], [], {version})
     assert not walked
     assert {grown.chunk_ids[i] for i in retired.removed} == {c for c in grown.chunk_ids if c.startswith(version)}
+
+
+def _rebuilt_postings(index: KeywordIndex) -> KeywordIndex:
+    """The same index with its delta's postings built from scratch (as a load does)."""
+    return KeywordIndex(
+        index.chunk_ids, index.bm25, index.chunk_documents, index.documents, index.document_weight,
+        index.base_size, index.delta, index.removed, index.lineage, index.stats,
+    )  # fmt: skip
+
+
+def test_the_delta_is_extended_and_saved_in_segments_not_rewritten(tmp_path: Path) -> None:
+    base = KeywordIndex.build([c for c, _ in BASE], [t for _, t in BASE])
+    base.save(tmp_path / "g1")
+    first = base.updated(
+        ["kb/bread@v1#0", "kb/bread@v1#1"], ["Bread\nSourdough starter of wild yeast.", "Bread\nFlour, water."], set()
+    )
+    first.save(tmp_path / "g2")
+    second = first.updated(["kb/heat@v2#0"], ["Heat transfer\nRadiative heat transfer, wild speeds."], {"kb/heat@v1"})
+    second.save(tmp_path / "g3")
+
+    # Extended postings score exactly as postings built from the whole delta; the older index is untouched.
+    for query in ("wild heat transfer", "sourdough flour", "boundary layers"):
+        for index in (first, second):
+            np.testing.assert_array_equal(index.scores(query), _rebuilt_postings(index).scores(query))
+    assert not first.search("radiative", 1) and second.search("radiative", 1)[0][0] == "kb/heat@v2#0"
+
+    def segments(name: str) -> list[str]:
+        return [s[0] for s in json.loads((tmp_path / name / "delta.json").read_text(encoding="utf-8"))["segments"]]
+
+    (one,) = segments("g2")
+    assert segments("g3")[0] == one and len(segments("g3")) == 2
+    assert (tmp_path / "g3" / one).stat().st_ino == (tmp_path / "g2" / one).stat().st_ino  # linked, not rewritten
+    newest = json.loads((tmp_path / "g3" / segments("g3")[1]).read_text(encoding="utf-8"))
+    assert newest["ids"] == ["kb/heat@v2#0"]  # the save wrote what this update appended, nothing more
+    loaded = KeywordIndex.load(tmp_path / "g3")
+    assert loaded.chunk_ids == second.chunk_ids and loaded.removed == second.removed
+    np.testing.assert_array_equal(loaded.scores("wild heat transfer"), second.scores("wild heat transfer"))
+
+    # With the earlier segments gone (their index was removed), the whole delta is written again as one.
+    third = loaded.updated(["kb/pasta@v1#0"], ["Pasta\nFresh egg pasta."], set())
+    for name in ("g2", "g3"):
+        shutil.rmtree(tmp_path / name)
+    third.save(tmp_path / "g4")
+    (whole,) = segments("g4")
+    assert len(json.loads((tmp_path / "g4" / whole).read_text(encoding="utf-8"))["ids"]) == third.delta_size == 4
+    assert KeywordIndex.load(tmp_path / "g4").search("pasta", 1)[0][0] == "kb/pasta@v1#0"
