@@ -16,7 +16,7 @@ import pytest
 
 import tools.registry as registry_module
 from tools.keyword_index import KeywordIndex
-from tools.registry import Registry
+from tools.registry import LiveChange, Registry
 from tools.service import KnowledgeService
 
 KB = "pub"
@@ -39,13 +39,15 @@ def test_the_registry_logs_what_each_generation_changed(tmp_path: Path, monkeypa
     _publish(registry, "a.txt", 3)
     _publish(registry, "b.txt", 2)
     after_two = registry.generation(KB)
-    assert registry.live_changes(KB, start) == (after_two, {"a.txt": (None, 1, 3), "b.txt": (None, 1, 2)})
+    new_a, new_b = LiveChange(None, 0, 1, 3), LiveChange(None, 0, 1, 2)
+    assert registry.live_changes(KB, start) == (after_two, {"a.txt": new_a, "b.txt": new_b})
 
-    _publish(registry, "a.txt", 5)  # replaced: what the older index holds (none) and what is live now
-    assert registry.live_changes(KB, after_two) == (after_two + 1, {"a.txt": (1, 2, 5)})
-    assert registry.live_changes(KB, start)[1]["a.txt"] == (None, 2, 5)
+    _publish(registry, "a.txt", 5)  # replaced: what the older index holds and what is live now
+    assert registry.live_changes(KB, after_two) == (after_two + 1, {"a.txt": LiveChange(1, 3, 2, 5)})
+    assert registry.live_changes(KB, start)[1]["a.txt"] == LiveChange(None, 0, 2, 5)
     registry.delete_document(KB, "b.txt")
-    assert registry.live_changes(KB, after_two)[1] == {"a.txt": (1, 2, 5), "b.txt": (1, None, 0)}
+    deleted = LiveChange(1, 2, None, 0)
+    assert registry.live_changes(KB, after_two)[1] == {"a.txt": LiveChange(1, 3, 2, 5), "b.txt": deleted}
 
     # The log agrees with the full read it stands in for.
     generation, live = registry.live_chunk_counts(KB)
@@ -290,3 +292,28 @@ def test_the_delta_is_extended_and_saved_in_segments_not_rewritten(tmp_path: Pat
     (whole,) = segments("g4")
     assert len(json.loads((tmp_path / "g4" / whole).read_text(encoding="utf-8"))["ids"]) == third.delta_size == 4
     assert KeywordIndex.load(tmp_path / "g4").search("pasta", 1)[0][0] == "kb/pasta@v1#0"
+
+
+def test_the_stores_live_map_is_caught_up_from_the_log(settings) -> None:
+    """What dense search filters by (document -> live version, live chunks) follows publishes and deletes from
+    the log, equal to a full read, without one; a generation not logged is read in full."""
+    with KnowledgeService(settings.tools) as service:
+        service.create_kb(KB, "Bread and physics.")
+        assert service.ingestor.ingest_texts(KB, _documents(3, "laminar boundary")).ok
+        store, registry = service.store, service.store.registry
+        store.live_versions(KB)
+        full_read = registry.live_snapshot
+        registry.live_snapshot = lambda kb: _no_full_read()
+        assert service.ingestor.ingest_texts(KB, [("sourdough.txt", "Sourdough", "Wild yeast makes bread rise.")]).ok
+        assert service.ingestor.ingest_texts(KB, [("laminar boundary-1.txt", "Heat", "Hypersonic heat.")]).ok
+        service.delete_document(KB, "laminar boundary-2.txt")
+        assert store._live_snapshot(KB) == full_read(KB)
+        assert set(store.live_versions(KB)) == {"laminar boundary-0.txt", "laminar boundary-1.txt", "sourdough.txt"}
+        hits = store.dense_search(KB, service.embedder.embed_query("wild yeast bread"), 10)
+        assert {c.document for c, _ in hits} == set(store.live_versions(KB))
+
+        with sqlite3.connect(registry.path) as db:  # the next generation is made by a kbbot that kept no log
+            db.execute("UPDATE kbs SET generation = generation + 1 WHERE name = ?", (KB,))
+        reads: list[int] = []
+        registry.live_snapshot = lambda kb: reads.append(1) or full_read(kb)
+        assert store._live_snapshot(KB) == full_read(KB) and reads == [1]

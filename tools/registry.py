@@ -74,7 +74,7 @@ CREATE TABLE IF NOT EXISTS generation_floors (
     generation INTEGER NOT NULL
 );
 -- What each generation changed: per document whose live version it replaced or removed, the version live
--- before (NULL: none) and after (NULL: deleted) and the new version's chunks. A derived index (keyword) of an
+-- before (NULL: none) and after (NULL: deleted), with their chunks. A derived index (keyword) of an
 -- older generation catches up from these rows instead of reading every document's row (half a million at a
 -- million chunks). A generation with no row here (a reindex's switch, a registry written before this table,
 -- rows pruned) cannot be caught up from: the reader then reads every row, as before.
@@ -83,6 +83,7 @@ CREATE TABLE IF NOT EXISTS live_changes (
     generation INTEGER NOT NULL,
     document TEXT NOT NULL,
     old_version INTEGER,
+    old_chunks INTEGER,
     new_version INTEGER,
     new_chunks INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (kb, generation, document)
@@ -292,7 +293,17 @@ class ProcessLease:
         return False
 
 
-def _log_live_changes(db: sqlite3.Connection, kb: str, changes: list[tuple[str, int | None, int | None, int]]) -> None:
+@dataclass(frozen=True)
+class LiveChange:
+    """How a document's live version changed over some generations (None: no live version)."""
+
+    before: int | None
+    before_chunks: int | None  # None: not known (logged before the log kept it)
+    after: int | None
+    after_chunks: int
+
+
+def _log_live_changes(db: sqlite3.Connection, kb: str, changes: dict[str, LiveChange]) -> None:
     """Record what the generation about to be made changes (inside its transaction, before the bump), and drop
     rows older than LIVE_CHANGES_KEPT generations."""
     row = db.execute("SELECT generation FROM kbs WHERE name = ?", (kb,)).fetchone()
@@ -300,9 +311,9 @@ def _log_live_changes(db: sqlite3.Connection, kb: str, changes: list[tuple[str, 
         return
     generation = int(row[0]) + 1
     db.executemany(
-        "INSERT OR REPLACE INTO live_changes (kb, generation, document, old_version, new_version, new_chunks)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
-        [(kb, generation, document, old, new, chunks) for document, old, new, chunks in changes],
+        "INSERT OR REPLACE INTO live_changes"
+        " (kb, generation, document, old_version, old_chunks, new_version, new_chunks) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [(kb, generation, d, c.before, c.before_chunks, c.after, c.after_chunks) for d, c in changes.items()],
     )
     db.execute("DELETE FROM live_changes WHERE kb = ? AND generation <= ?", (kb, generation - LIVE_CHANGES_KEPT))
 
@@ -328,6 +339,10 @@ class Registry:
                 if column not in columns:
                     with contextlib.suppress(sqlite3.OperationalError):  # another process just added it
                         db.execute(f"ALTER TABLE documents ADD COLUMN {column} {kind}")
+            columns = {row["name"] for row in db.execute("PRAGMA table_info(live_changes)")}
+            if "old_chunks" not in columns:  # a log kept before it had the replaced versions' chunks
+                with contextlib.suppress(sqlite3.OperationalError):
+                    db.execute("ALTER TABLE live_changes ADD COLUMN old_chunks INTEGER")  # NULL: not known
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -507,16 +522,16 @@ class Registry:
         generation, rows = self._live_rows(kb)
         return generation, {r["name"]: (int(r["live_version"]), int(r["live_chunks"])) for r in rows}
 
-    def live_changes(self, kb: str, since: int) -> tuple[int, dict[str, tuple[int | None, int | None, int]]] | None:
-        """(generation, {document: (version live at `since`, version live now or None, its chunks)}) for the
-        documents whose live version changed after generation `since`, read in one transaction; None when
-        some generation in between is not logged (then only a full read of live_chunk_counts is right)."""
+    def live_changes(self, kb: str, since: int) -> tuple[int, dict[str, LiveChange]] | None:
+        """(generation, {document: its live version at `since` and now}) for the documents whose live version
+        changed after generation `since`, read in one transaction; None when some generation in between is not
+        logged (then only a full read of live_chunk_counts / live_snapshot is right)."""
         with self._connect() as db:
             db.execute("BEGIN")  # deferred: one consistent read snapshot (WAL), no write lock
             try:
                 row = db.execute("SELECT generation FROM kbs WHERE name = ?", (kb,)).fetchone()
                 rows = db.execute(
-                    "SELECT generation, document, old_version, new_version, new_chunks FROM live_changes"
+                    "SELECT generation, document, old_version, old_chunks, new_version, new_chunks FROM live_changes"
                     " WHERE kb = ? AND generation > ? ORDER BY generation",
                     (kb, since),
                 ).fetchall()
@@ -527,10 +542,11 @@ class Registry:
         generation = int(row[0])
         if {int(r["generation"]) for r in rows} != set(range(since + 1, generation + 1)):
             return None  # a generation made without a log row (a reindex, an older kbbot) or pruned
-        changes: dict[str, tuple[int | None, int | None, int]] = {}
+        changes: dict[str, LiveChange] = {}
         for r in rows:
-            before = changes[r["document"]][0] if r["document"] in changes else r["old_version"]
-            changes[r["document"]] = (before, r["new_version"], int(r["new_chunks"]))
+            first = changes.get(r["document"])  # the version an index of `since` holds is the first change's old one
+            before = (first.before, first.before_chunks) if first else (r["old_version"], r["old_chunks"])
+            changes[r["document"]] = LiveChange(*before, r["new_version"], int(r["new_chunks"]))
         return generation, changes
 
     def _live_rows(self, kb: str) -> tuple[int, list]:
@@ -631,6 +647,7 @@ class Registry:
         (a document deleted meanwhile stays deleted). Either way every version leaves flight.
         """
         results: list[Published] = []
+        old_chunks: dict[tuple[str, str], int] = {}  # (kb, document) -> chunks of the live version it replaces
         now = time.time()
         with self._transaction() as db:
             for kb in dict.fromkeys(pending.kb for pending, *_ in items):
@@ -649,8 +666,11 @@ class Registry:
                     results.append(Published(pending, None, conflict))
                     continue
                 old = db.execute(
-                    "SELECT live_version FROM documents WHERE kb = ? AND name = ?", (pending.kb, pending.document)
+                    "SELECT live_version, live_chunks FROM documents WHERE kb = ? AND name = ?",
+                    (pending.kb, pending.document),
                 ).fetchone()
+                if old is not None and old["live_version"] is not None:
+                    old_chunks[(pending.kb, pending.document)] = int(old["live_chunks"])
                 db.execute(
                     "UPDATE versions SET state = 'ready', chunks = ? WHERE kb = ? AND document = ? AND version = ?",
                     (chunks, pending.kb, pending.document, pending.version),
@@ -679,7 +699,11 @@ class Registry:
                 results.append(Published(pending, old["live_version"] if old else None))
             for kb in dict.fromkeys(r.pending.kb for r in results if r.live):
                 mine = [(r, item[2]) for r, item in zip(results, items, strict=True) if r.live and r.pending.kb == kb]
-                _log_live_changes(db, kb, [(r.pending.document, r.replaced, r.pending.version, n) for r, n in mine])
+                changes = {}
+                for r, n in mine:
+                    before_chunks = old_chunks.get((kb, r.pending.document), 0)
+                    changes[r.pending.document] = LiveChange(r.replaced, before_chunks, r.pending.version, n)
+                _log_live_changes(db, kb, changes)
                 # The flip's last statement (fault tests stop inside the transaction right here).
                 db.execute("UPDATE kbs SET generation = generation + 1 WHERE name = ?", (kb,))
         self.lease.release(len(items))
@@ -815,7 +839,9 @@ class Registry:
     def delete_document(self, kb: str, name: str) -> int | None:
         """Remove a document from the registry (it stops being retrievable at once)."""
         with self._transaction() as db:
-            row = db.execute("SELECT live_version FROM documents WHERE kb = ? AND name = ?", (kb, name)).fetchone()
+            row = db.execute(
+                "SELECT live_version, live_chunks FROM documents WHERE kb = ? AND name = ?", (kb, name)
+            ).fetchone()
             if row is None:
                 return None
             # A version still being ingested is left to its ingest: its flip finds the document gone and
@@ -825,7 +851,7 @@ class Registry:
                 (kb, name),
             )
             db.execute("DELETE FROM documents WHERE kb = ? AND name = ?", (kb, name))
-            _log_live_changes(db, kb, [(name, row["live_version"], None, 0)])
+            _log_live_changes(db, kb, {name: LiveChange(row["live_version"], int(row["live_chunks"]), None, 0)})
             db.execute("UPDATE kbs SET generation = generation + 1 WHERE name = ?", (kb,))
         return row["live_version"] or 0
 

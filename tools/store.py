@@ -492,13 +492,36 @@ class KnowledgeStore:
         return self._live_snapshot(kb)[1:]  # type: ignore[return-value]
 
     def _live_snapshot(self, kb: str) -> tuple[int, dict[str, int], int]:
-        """(generation, {document: live version}, live chunks), all of the same registry state."""
+        """(generation, {document: live version}, live chunks), all of the same registry state: the previous
+        generation's caught up from the registry's log of changes when it can be (a publish into a KB of half a
+        million documents then costs a copy of the map, not a read of every row), else read whole."""
         generation = self.registry.generation(kb)
         cached = self._live.get(kb)
         if cached is None or cached[0] != generation:
-            cached = self.registry.live_snapshot(kb)
+            cached = (self._live_caught_up(kb, cached) if cached else None) or self.registry.live_snapshot(kb)
             self._live[kb] = cached
         return cached
+
+    def _live_caught_up(
+        self, kb: str, cached: tuple[int, dict[str, int], int]
+    ) -> tuple[int, dict[str, int], int] | None:
+        """The cached live map brought to the registry's generation with its log; None when the log cannot tell
+        or disagrees with the map (then the caller reads every row)."""
+        logged = self.registry.live_changes(kb, cached[0])
+        if logged is None:
+            return None
+        generation, changes = logged
+        live, total = dict(cached[1]), cached[2]  # a copy: readers of the cached map go on using it
+        for document, change in changes.items():
+            if live.get(document) != change.before or (change.before is not None and change.before_chunks is None):
+                return None
+            total -= change.before_chunks or 0
+            if change.after is None:
+                live.pop(document, None)
+            else:
+                live[document] = change.after
+                total += change.after_chunks
+        return generation, live, total
 
     def save_unit_vectors(
         self, kb: str, model: str, chunks: Sequence[StoredChunk], vectors: Sequence[np.ndarray]
@@ -744,17 +767,17 @@ class KnowledgeStore:
         now, changes = logged
         added: list[tuple[str, int, int]] = []
         removed: set[str] = set()
-        for document, (before, after, chunks) in changes.items():
-            if before == after:
+        for document, change in changes.items():
+            if change.before == change.after:
                 continue
-            if before is not None:
-                if not index.holds_version(version_key(kb, document, before)):
+            if change.before is not None:
+                if not index.holds_version(version_key(kb, document, change.before)):
                     return None
-                removed.add(version_key(kb, document, before))
-            if after is not None:
-                if index.holds_version(version_key(kb, document, after)):
+                removed.add(version_key(kb, document, change.before))
+            if change.after is not None:
+                if index.holds_version(version_key(kb, document, change.after)):
                     return None
-                added.append((document, after, chunks))
+                added.append((document, change.after, change.after_chunks))
         return now, added, removed
 
     def _chunks_by_id(self, kb: str, ids: list[str]) -> list[StoredChunk]:
