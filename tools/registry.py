@@ -676,8 +676,9 @@ class Registry:
                     (chunks, pending.kb, pending.document, pending.version),
                 )
                 db.execute(
+                    # `+state`: found by the document's key, never by versions_by_state (every ready version)
                     "UPDATE versions SET state = 'retired' WHERE kb = ? AND document = ? AND version != ?"
-                    " AND state = 'ready'",
+                    " AND +state = 'ready'",
                     (pending.kb, pending.document, pending.version),
                 )
                 db.execute(
