@@ -143,8 +143,9 @@ def test_an_index_in_the_earlier_layout_loads_and_updates(tmp_path: Path) -> Non
 
     shutil.rmtree(tmp_path / "g1")
     again = old.updated(["kb/pasta@v1#0"], ["Pasta\nFresh egg pasta is rolled thin."], {"kb/sourdough@v1"})
-    again.save(tmp_path / "g3")  # links the old layout's base, writes the missing base_ids.json once
-    assert (tmp_path / "g3" / "stats.json").stat().st_ino == (tmp_path / "g2" / "stats.json").stat().st_ino
+    again.save(tmp_path / "g3")  # links the old layout's base, its chunk_ids.json standing in for base_ids.json
+    for mine, theirs in (("stats.json", "stats.json"), ("base_ids.json", "chunk_ids.json")):
+        assert (tmp_path / "g3" / mine).stat().st_ino == (tmp_path / "g2" / theirs).stat().st_ino
     reloaded = KeywordIndex.load(tmp_path / "g3")
     assert reloaded.chunk_ids == again.chunk_ids
     assert reloaded.search("pasta", 1)[0][0] == "kb/pasta@v1#0" and not reloaded.search("sourdough", 5)

@@ -459,7 +459,7 @@ class KeywordIndex:
         try:
             tmp.mkdir()
             linked = _link_base(self, parent, tmp)  # the base is immutable: an update links the saved one
-            if not (tmp / "base_ids.json").is_file():  # (a base saved by an older kbbot has none to link)
+            if not (tmp / "base_ids.json").is_file():  # a fresh build, or no saved base of this lineage
                 (tmp / "base_ids.json").write_text(json.dumps(self.chunk_ids[: self.base_size]), encoding="utf-8")
             if not linked:
                 if self.bm25 is not None:
@@ -552,7 +552,7 @@ class KeywordIndex:
         extra = json.loads((directory / "delta.json").read_text(encoding="utf-8"))
         segments: tuple[_Segment, ...] = ()
         if "segments" in extra:
-            chunk_ids = json.loads(base_ids_file.read_text(encoding="utf-8"))
+            chunk_ids = json.loads(base_ids_file.read_text(encoding="utf-8"))[: int(extra["base_size"])]
             delta = _Delta()
             segments = tuple(_Segment(str(name), int(c), int(d)) for name, c, d in extra["segments"])
             for segment in segments:
@@ -632,6 +632,10 @@ def _link_base(index: KeywordIndex, parent: Path, target: Path) -> bool:
                 continue
             for name in _BASE_FILES:
                 source = saved / name
+                if name == "base_ids.json" and not source.is_file():
+                    # The earlier layout's chunk_ids.json: every id of its generation, the base's first (positions
+                    # never move), so linking it spares writing a million ids once; a load reads base_size of them.
+                    source = saved / "chunk_ids.json"
                 if source.is_dir():
                     (target / name).mkdir()
                     for file in source.iterdir():
