@@ -29,7 +29,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -79,36 +79,60 @@ class _Stats:
         return cls(len(lengths), float(np.mean(lengths)) if len(lengths) else 1.0, df)
 
 
-@dataclass
 class _Postings:
-    """BM25 over a few appended texts, scored with a base's statistics (lucene variant, as bm25s)."""
+    """BM25 over a few appended texts, scored with a base's statistics (lucene variant, as bm25s).
 
-    terms: list[list[str]]
-    base: _Stats
-    table: dict[str, tuple[np.ndarray, np.ndarray]] = field(init=False)
+    Per term, the positions holding it, its count there and the length norm: what a chunk contributes does not
+    change when more are appended, so an update extends the postings of the terms it brings and shares the rest
+    (rebuilding them would cost the whole delta per publish). The idf is taken at scoring time: a term only the
+    delta knows gets its delta frequency, which every append changes."""
 
-    def __post_init__(self) -> None:
+    def __init__(self, terms: list[list[str]], base: _Stats):
+        self.terms: list[list[str]] = []
+        self.base = base
+        self.table: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # term -> positions, tf, norm
+        self._append(terms)
+
+    def extended(self, terms: list[list[str]]) -> _Postings:
+        """These postings with `terms` appended (self is left as it is)."""
+        out = _Postings.__new__(_Postings)
+        out.terms, out.base, out.table = list(self.terms), self.base, dict(self.table)
+        out._append(terms)
+        return out
+
+    def _append(self, terms: list[list[str]]) -> None:
+        offset = len(self.terms)
         by_term: dict[str, dict[int, int]] = {}
-        for i, terms in enumerate(self.terms):
-            for term in terms:
+        for i, chunk_terms in enumerate(terms, start=offset):
+            for term in chunk_terms:
                 counts = by_term.setdefault(term, {})
                 counts[i] = counts.get(i, 0) + 1
-        lengths = np.array([len(t) for t in self.terms], dtype=np.float32)
-        n = self.base.n + len(self.terms)
-        self.table = {}
+        lengths = np.array([len(t) for t in terms], dtype=np.float32)
+        self.terms.extend(terms)
         for term, counts in by_term.items():
             positions = np.fromiter(counts, dtype=np.int64, count=len(counts))
             tf = np.fromiter(counts.values(), dtype=np.float32, count=len(counts))
-            df = self.base.df.get(term) or len(counts)
-            n_term = self.base.n if term in self.base.df else n
-            idf = np.log1p((n_term - df + 0.5) / (df + 0.5))
-            norm = K1 * ((1 - B) + B * lengths[positions] / self.base.mean_length)
-            self.table[term] = positions, (idf * tf / (norm + tf)).astype(np.float32)
+            norm = K1 * ((1 - B) + B * lengths[positions - offset] / self.base.mean_length)
+            held = self.table.get(term)
+            if held is not None:
+                positions, tf, norm = (np.concatenate(pair) for pair in zip(held, (positions, tf, norm), strict=True))
+            self.table[term] = positions, tf, norm
+
+    def entry(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """(positions, scores) of a term, None when no appended text has it."""
+        held = self.table.get(term)
+        if held is None:
+            return None
+        positions, tf, norm = held
+        df = self.base.df.get(term) or len(positions)
+        n_term = self.base.n if term in self.base.df else self.base.n + len(self.terms)
+        idf = np.log1p((n_term - df + 0.5) / (df + 0.5))
+        return positions, (idf * tf / (norm + tf)).astype(np.float32)
 
     def scores(self, terms: Sequence[str]) -> np.ndarray:
         out = np.zeros(len(self.terms), dtype=np.float32)
         for term in terms:
-            hit = self.table.get(term)
+            hit = self.entry(term)
             if hit is not None:
                 out[hit[0]] += hit[1]
         return out
@@ -121,6 +145,41 @@ class _Delta:
     chunk_terms: list[list[str]] = field(default_factory=list)
     document_terms: list[list[str]] = field(default_factory=list)
     chunk_documents: list[int] = field(default_factory=list)  # global document positions
+
+
+class _Positions(Mapping[str, int]):
+    """Chunk id -> position of the live chunks, in layers: the base's map (built once per loaded base and shared
+    by every update of it), the delta's, and the tombstones. An update copies the delta's layer only, so
+    publishing into a KB of a million chunks does not rebuild a million-entry map."""
+
+    def __init__(self, base: dict[str, int], added: dict[str, int], removed: frozenset[int]):
+        self._base, self._added, self._removed = base, added, removed
+
+    def __getitem__(self, chunk_id: str) -> int:
+        position = self._added.get(chunk_id)
+        if position is None:
+            position = self._base[chunk_id]
+        if position in self._removed:
+            raise KeyError(chunk_id)
+        return position
+
+    def get(self, chunk_id: str, default: int | None = None) -> int | None:  # type: ignore[override]
+        try:
+            return self[chunk_id]
+        except KeyError:
+            return default
+
+    def __contains__(self, chunk_id: object) -> bool:
+        return self.get(chunk_id) is not None  # type: ignore[arg-type]
+
+    def __iter__(self) -> Iterator[str]:
+        for layer in (self._base, self._added):
+            for chunk_id, position in layer.items():
+                if position not in self._removed:
+                    yield chunk_id
+
+    def __len__(self) -> int:
+        return len(self._base) + len(self._added) - len(self._removed)
 
 
 def _fields_of(record: _Stats | _Delta) -> dict:
@@ -143,6 +202,8 @@ class KeywordIndex:
     # The base's identity: indexes that share it have the same positions for the base and their common delta.
     lineage: str = field(default_factory=lambda: uuid.uuid4().hex)
     stats: tuple[_Stats, _Stats | None] | None = None  # chunk level, document level
+    # The delta's postings (chunk level, document level) when an update extended its predecessor's; else built.
+    postings: tuple[_Postings | None, _Postings | None] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def build(cls, chunk_ids: Sequence[str], texts: Sequence[str]) -> KeywordIndex:
@@ -176,17 +237,54 @@ class KeywordIndex:
     def __post_init__(self) -> None:
         if self.base_size < 0:
             self.base_size = len(self.chunk_ids)
-        self.position = {cid: i for i, cid in enumerate(self.chunk_ids) if i not in self.removed}
+        # The position map is built when first asked for; an update hands its base layer on (see _Positions).
+        self._base_positions: dict[str, int] | None = None
+        self._positions: _Positions | None = None
         self._chunk_delta = self._document_delta = None
-        if self.delta.chunk_terms and self.stats is not None:
+        if self.postings is not None:
+            self._chunk_delta, self._document_delta = self.postings
+            self.postings = None
+        elif self.delta.chunk_terms and self.stats is not None:
             self._chunk_delta = _Postings(self.delta.chunk_terms, self.stats[0])
             if self.delta.document_terms and self.stats[1] is not None:
                 self._document_delta = _Postings(self.delta.document_terms, self.stats[1])
+        self._segments: tuple[_Segment, ...] = ()  # saved files holding a prefix of the delta (see save)
         self._live_versions: frozenset[str] | None = None  # worked out once per index (a pass over every id)
         self._removed_mask = None
         if self.removed:
             self._removed_mask = np.zeros(len(self.chunk_ids), dtype=bool)
             self._removed_mask[list(self.removed)] = True
+
+    @property
+    def position(self) -> Mapping[str, int]:
+        """Chunk id -> position, live chunks only."""
+        if self._positions is None:
+            if self._base_positions is None:
+                self._base_positions = dict(zip(self.chunk_ids[: self.base_size], range(self.base_size), strict=True))
+            delta_ids = self.chunk_ids[self.base_size :]
+            added = dict(zip(delta_ids, range(self.base_size, len(self.chunk_ids)), strict=True))
+            self._positions = _Positions(self._base_positions, added, self.removed)
+        return self._positions
+
+    def holds_version(self, version: str) -> bool:
+        """Whether this index holds live chunks of the version `kb/document@vN` (its chunk #0: the store numbers
+        a version's chunks from 0)."""
+        return f"{version}#0" in self.position
+
+    def _version_positions(self, version: str) -> list[int] | None:
+        """The positions of a live version's chunks, without a pass over every id: a version's chunks sit next to
+        each other (a build reads them sorted by document, an update appends them together), so they are found
+        by walking out from its chunk #0. None when its chunk #0 is not indexed."""
+        first = self.position.get(f"{version}#0")
+        if first is None:
+            return None
+        start = first
+        while start > 0 and document_key(self.chunk_ids[start - 1]) == version:
+            start -= 1
+        end = first + 1
+        while end < len(self.chunk_ids) and document_key(self.chunk_ids[end]) == version:
+            end += 1
+        return [i for i in range(start, end) if i not in self.removed]
 
     @property
     def delta_size(self) -> int:
@@ -258,7 +356,7 @@ class KeywordIndex:
                 counts[indices[indptr[tid] : indptr[tid + 1]]] += 1
             hit = self._chunk_delta.table.get(term) if self._chunk_delta is not None else None
             if hit is not None:
-                counts[self.base_size + hit[0]] += 1
+                counts[self.base_size + hit[0]] += 1  # positions are unique per term: one count each
         return counts
 
     def updated(self, added_ids: Sequence[str], added_texts: Sequence[str], removed_versions: set[str]) -> KeywordIndex:
@@ -286,8 +384,28 @@ class KeywordIndex:
                     delta.document_terms[seen[key]].extend(keyword_terms(body))
                 delta.chunk_documents.append(base_documents + seen[key])
         removed = set(self.removed)
-        if removed_versions:  # a pass over every live id: only when something is retired
-            removed.update(i for cid, i in self.position.items() if document_key(cid) in removed_versions)
+        unfound = set()
+        for version in removed_versions:
+            positions = self._version_positions(version)
+            if positions is None:
+                unfound.add(version)
+            else:
+                removed.update(positions)
+        if unfound:  # chunks not numbered from 0 (never written by the store): a pass over every live id
+            removed.update(i for cid, i in self.position.items() if document_key(cid) in unfound)
+        new_chunks = delta.chunk_terms[len(self.delta.chunk_terms) :]
+        new_documents = delta.document_terms[len(self.delta.document_terms) :]
+        chunk_postings, document_postings = self._chunk_delta, self._document_delta
+        if new_chunks:
+            chunk_postings = (
+                chunk_postings.extended(new_chunks) if chunk_postings else _Postings(new_chunks, self.stats[0])
+            )
+        if new_documents and self.stats[1] is not None:
+            document_postings = (
+                document_postings.extended(new_documents)
+                if document_postings
+                else _Postings(new_documents, self.stats[1])
+            )
         index = KeywordIndex(
             [*self.chunk_ids, *added_ids],
             self.bm25,
@@ -299,7 +417,10 @@ class KeywordIndex:
             frozenset(removed),
             self.lineage,
             self.stats,
+            postings=(chunk_postings, document_postings),
         )
+        index._segments = self._segments  # the delta only grew: what was saved of it still holds
+        index._base_positions = self._base_positions  # the base never changes: its map is shared
         if self._live_versions is not None:  # carried forward: the next update needs no pass over every id
             index._live_versions = (self._live_versions - removed_versions) | {document_key(c) for c in added_ids}
         return index
@@ -337,8 +458,10 @@ class KeywordIndex:
         tmp = parent / f".{directory.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
         try:
             tmp.mkdir()
-            (tmp / "chunk_ids.json").write_text(json.dumps(self.chunk_ids), encoding="utf-8")
-            if not _link_base(self, parent, tmp):  # the base is immutable: an update links the saved one
+            linked = _link_base(self, parent, tmp)  # the base is immutable: an update links the saved one
+            if not (tmp / "base_ids.json").is_file():  # a fresh build, or no saved base of this lineage
+                (tmp / "base_ids.json").write_text(json.dumps(self.chunk_ids[: self.base_size]), encoding="utf-8")
+            if not linked:
                 if self.bm25 is not None:
                     self.bm25.save(str(tmp / "bm25"))
                 if self.documents is not None and self.chunk_documents is not None:
@@ -348,13 +471,14 @@ class KeywordIndex:
                     (tmp / "stats.json").write_text(
                         json.dumps([_fields_of(s) if s is not None else None for s in self.stats]), encoding="utf-8"
                     )
+            segments = self._save_delta(parent, tmp)
             (tmp / "delta.json").write_text(
                 json.dumps(
                     {
                         "base_size": self.base_size,
                         "lineage": self.lineage,
                         "removed": sorted(self.removed),
-                        "delta": _fields_of(self.delta),
+                        "segments": [[seg.name, seg.chunks, seg.documents] for seg in segments],
                     }
                 ),
                 encoding="utf-8",
@@ -364,6 +488,7 @@ class KeywordIndex:
             for _ in range(5):
                 try:
                     os.rename(tmp, directory)  # atomic; refused when the directory exists (not empty)
+                    self._segments = segments
                     return
                 except OSError:
                     if not directory.exists():
@@ -378,6 +503,30 @@ class KeywordIndex:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
+    def _save_delta(self, parent: Path, target: Path) -> tuple[_Segment, ...]:
+        """Write the delta into `target` as segments: those an earlier save wrote of it (a prefix: the delta only
+        grows) are hard-linked from a saved index that has them, and only what was appended since is written, so a
+        save costs the publish, not the whole delta (up to a tenth of the base). Everything is written as one
+        segment when the earlier ones cannot be linked."""
+        kept = _link_segments(self._segments, parent, target)
+        chunks, documents = sum(seg.chunks for seg in kept), sum(seg.documents for seg in kept)
+        if chunks == self.delta_size and documents == len(self.delta.document_terms):
+            return kept
+        name = f"delta-{uuid.uuid4().hex[:16]}.json"
+        segment = _Segment(name, self.delta_size - chunks, len(self.delta.document_terms) - documents)
+        (target / segment.name).write_text(
+            json.dumps(
+                {
+                    "ids": self.chunk_ids[self.base_size + chunks :],
+                    "chunk_terms": self.delta.chunk_terms[chunks:],
+                    "document_terms": self.delta.document_terms[documents:],
+                    "chunk_documents": self.delta.chunk_documents[chunks:],
+                }
+            ),
+            encoding="utf-8",
+        )
+        return (*kept, segment)
+
     @classmethod
     def load(cls, directory: Path) -> KeywordIndex | None:
         """The saved index, or None when there is none or it was built by another format/tokenizer.
@@ -391,37 +540,82 @@ class KeywordIndex:
 
     @classmethod
     def _load(cls, directory: Path) -> KeywordIndex | None:
+        # Two layouts of the same format: base_ids.json (the base's ids) + the delta in segment files, both linked
+        # from save to save; or, as kbbot wrote before, every id in chunk_ids.json and the delta in delta.json.
         ids_file = directory / "chunk_ids.json"
+        base_ids_file = directory / "base_ids.json"
         format_file = directory / "format.json"
-        if not ids_file.is_file() or not format_file.is_file():
+        if not (ids_file.is_file() or base_ids_file.is_file()) or not format_file.is_file():
             return None
         if json.loads(format_file.read_text(encoding="utf-8")).get("format") != FORMAT:
             return None
-        chunk_ids = json.loads(ids_file.read_text(encoding="utf-8"))
+        extra = json.loads((directory / "delta.json").read_text(encoding="utf-8"))
+        segments: tuple[_Segment, ...] = ()
+        if "segments" in extra:
+            chunk_ids = json.loads(base_ids_file.read_text(encoding="utf-8"))[: int(extra["base_size"])]
+            delta = _Delta()
+            segments = tuple(_Segment(str(name), int(c), int(d)) for name, c, d in extra["segments"])
+            for segment in segments:
+                part = json.loads((directory / segment.name).read_text(encoding="utf-8"))
+                chunk_ids += part["ids"]
+                delta.chunk_terms += part["chunk_terms"]
+                delta.document_terms += part["document_terms"]
+                delta.chunk_documents += part["chunk_documents"]
+        else:
+            chunk_ids = json.loads(ids_file.read_text(encoding="utf-8"))
+            delta = _Delta(**extra["delta"])
         bm25 = bm25s.BM25.load(str(directory / "bm25")) if chunk_ids else None
         documents = owner = None
         if (directory / "chunk_documents.npy").is_file():
             documents = bm25s.BM25.load(str(directory / "documents"))
             owner = np.load(directory / "chunk_documents.npy")
-        extra = json.loads((directory / "delta.json").read_text(encoding="utf-8"))
         stats = None
         if bm25 is not None:
             chunk_stats, document_stats = json.loads((directory / "stats.json").read_text(encoding="utf-8"))
             stats = (_Stats(**chunk_stats), _Stats(**document_stats) if document_stats else None)
-        return cls(
+        index = cls(
             chunk_ids,
             bm25,
             owner,
             documents,
             base_size=int(extra["base_size"]),
-            delta=_Delta(**extra["delta"]),
+            delta=delta,
             removed=frozenset(extra["removed"]),
             lineage=str(extra["lineage"]),
             stats=stats,
         )
+        index._segments = segments
+        return index
 
 
-_BASE_FILES = ("bm25", "documents", "chunk_documents.npy", "stats.json")
+@dataclass(frozen=True)
+class _Segment:
+    """A saved file holding part of the delta: its name, chunks and documents (in the delta's order)."""
+
+    name: str
+    chunks: int
+    documents: int
+
+
+def _link_segments(segments: tuple[_Segment, ...], parent: Path, target: Path) -> tuple[_Segment, ...]:
+    """Hard-link these segment files from a saved index that has them all into `target`; () when none has."""
+    if not segments:
+        return ()
+    for saved in parent.glob("g*"):
+        if not all((saved / seg.name).is_file() for seg in segments):
+            continue
+        try:
+            for seg in segments:
+                os.link(saved / seg.name, target / seg.name)
+            return segments
+        except OSError as exc:
+            logging.getLogger(__name__).debug("delta of %s not linked: %s", saved, exc)
+            for seg in segments:
+                (target / seg.name).unlink(missing_ok=True)
+    return ()
+
+
+_BASE_FILES = ("bm25", "documents", "chunk_documents.npy", "stats.json", "base_ids.json")
 
 
 def _link_base(index: KeywordIndex, parent: Path, target: Path) -> bool:
@@ -438,6 +632,10 @@ def _link_base(index: KeywordIndex, parent: Path, target: Path) -> bool:
                 continue
             for name in _BASE_FILES:
                 source = saved / name
+                if name == "base_ids.json" and not source.is_file():
+                    # The earlier layout's chunk_ids.json: every id of its generation, the base's first (positions
+                    # never move), so linking it spares writing a million ids once; a load reads base_size of them.
+                    source = saved / "chunk_ids.json"
                 if source.is_dir():
                     (target / name).mkdir()
                     for file in source.iterdir():

@@ -21,6 +21,9 @@ from pathlib import Path
 
 from tools.manifests import KnowledgeBaseManifest
 
+# How many generations of live changes are kept: an index further behind than this reads every row instead.
+LIVE_CHANGES_KEPT = 256
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS kbs (
     name TEXT PRIMARY KEY,
@@ -70,6 +73,24 @@ CREATE TABLE IF NOT EXISTS generation_floors (
     name TEXT PRIMARY KEY,
     generation INTEGER NOT NULL
 );
+-- What each generation changed: per document whose live version it replaced or removed, the version live
+-- before (NULL: none) and after (NULL: deleted), with their chunks. A derived index (keyword) of an
+-- older generation catches up from these rows instead of reading every document's row (half a million at a
+-- million chunks). A generation with no row here (a reindex's switch, a registry written before this table,
+-- rows pruned) cannot be caught up from: the reader then reads every row, as before.
+CREATE TABLE IF NOT EXISTS live_changes (
+    kb TEXT NOT NULL,
+    generation INTEGER NOT NULL,
+    document TEXT NOT NULL,
+    old_version INTEGER,
+    old_chunks INTEGER,
+    new_version INTEGER,
+    new_chunks INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (kb, generation, document)
+);
+-- Recovery looks for failed, retired and in-flight versions at every open and ingest: without this index
+-- that is a scan of every version of the KB.
+CREATE INDEX IF NOT EXISTS versions_by_state ON versions (kb, state);
 -- Per chunk, a vector for each answer unit (sentence) of its text, pooled from the chunk's own
 -- forward pass at ingest: the offline answer scores sentences by meaning without encoding them.
 -- Rows of versions that are forgotten go with them; a missing row only costs an encode later.
@@ -272,6 +293,31 @@ class ProcessLease:
         return False
 
 
+@dataclass(frozen=True)
+class LiveChange:
+    """How a document's live version changed over some generations (None: no live version)."""
+
+    before: int | None
+    before_chunks: int | None  # None: not known (logged before the log kept it)
+    after: int | None
+    after_chunks: int
+
+
+def _log_live_changes(db: sqlite3.Connection, kb: str, changes: dict[str, LiveChange]) -> None:
+    """Record what the generation about to be made changes (inside its transaction, before the bump), and drop
+    rows older than LIVE_CHANGES_KEPT generations."""
+    row = db.execute("SELECT generation FROM kbs WHERE name = ?", (kb,)).fetchone()
+    if row is None:
+        return
+    generation = int(row[0]) + 1
+    db.executemany(
+        "INSERT OR REPLACE INTO live_changes"
+        " (kb, generation, document, old_version, old_chunks, new_version, new_chunks) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [(kb, generation, d, c.before, c.before_chunks, c.after, c.after_chunks) for d, c in changes.items()],
+    )
+    db.execute("DELETE FROM live_changes WHERE kb = ? AND generation <= ?", (kb, generation - LIVE_CHANGES_KEPT))
+
+
 class Registry:
     def __init__(self, path: Path):
         self.path = path
@@ -293,6 +339,10 @@ class Registry:
                 if column not in columns:
                     with contextlib.suppress(sqlite3.OperationalError):  # another process just added it
                         db.execute(f"ALTER TABLE documents ADD COLUMN {column} {kind}")
+            columns = {row["name"] for row in db.execute("PRAGMA table_info(live_changes)")}
+            if "old_chunks" not in columns:  # a log kept before it had the replaced versions' chunks
+                with contextlib.suppress(sqlite3.OperationalError):
+                    db.execute("ALTER TABLE live_changes ADD COLUMN old_chunks INTEGER")  # NULL: not known
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -384,7 +434,8 @@ class Registry:
                 "SELECT name, generation + 1 FROM kbs WHERE name = ?",
                 (name,),
             )
-            for table, column in (("versions", "kb"), ("documents", "kb"), ("unit_vectors", "kb"), ("kbs", "name")):
+            tables = ("versions", "documents", "unit_vectors", "live_changes")
+            for table, column in [(t, "kb") for t in tables] + [("kbs", "name")]:
                 db.execute(f"DELETE FROM {table} WHERE {column} = ?", (name,))
 
     def generation_floor(self, name: str) -> int:
@@ -470,6 +521,33 @@ class Registry:
         """(generation, {document: (live version, its chunks)}), read in one transaction."""
         generation, rows = self._live_rows(kb)
         return generation, {r["name"]: (int(r["live_version"]), int(r["live_chunks"])) for r in rows}
+
+    def live_changes(self, kb: str, since: int) -> tuple[int, dict[str, LiveChange]] | None:
+        """(generation, {document: its live version at `since` and now}) for the documents whose live version
+        changed after generation `since`, read in one transaction; None when some generation in between is not
+        logged (then only a full read of live_chunk_counts / live_snapshot is right)."""
+        with self._connect() as db:
+            db.execute("BEGIN")  # deferred: one consistent read snapshot (WAL), no write lock
+            try:
+                row = db.execute("SELECT generation FROM kbs WHERE name = ?", (kb,)).fetchone()
+                rows = db.execute(
+                    "SELECT generation, document, old_version, old_chunks, new_version, new_chunks FROM live_changes"
+                    " WHERE kb = ? AND generation > ? ORDER BY generation",
+                    (kb, since),
+                ).fetchall()
+            finally:
+                db.execute("COMMIT")
+        if row is None:
+            return None
+        generation = int(row[0])
+        if {int(r["generation"]) for r in rows} != set(range(since + 1, generation + 1)):
+            return None  # a generation made without a log row (a reindex, an older kbbot) or pruned
+        changes: dict[str, LiveChange] = {}
+        for r in rows:
+            first = changes.get(r["document"])  # the version an index of `since` holds is the first change's old one
+            before = (first.before, first.before_chunks) if first else (r["old_version"], r["old_chunks"])
+            changes[r["document"]] = LiveChange(*before, r["new_version"], int(r["new_chunks"]))
+        return generation, changes
 
     def _live_rows(self, kb: str) -> tuple[int, list]:
         """The KB's generation and its live documents' rows, from one consistent read snapshot."""
@@ -569,6 +647,7 @@ class Registry:
         (a document deleted meanwhile stays deleted). Either way every version leaves flight.
         """
         results: list[Published] = []
+        old_chunks: dict[tuple[str, str], int] = {}  # (kb, document) -> chunks of the live version it replaces
         now = time.time()
         with self._transaction() as db:
             for kb in dict.fromkeys(pending.kb for pending, *_ in items):
@@ -587,15 +666,19 @@ class Registry:
                     results.append(Published(pending, None, conflict))
                     continue
                 old = db.execute(
-                    "SELECT live_version FROM documents WHERE kb = ? AND name = ?", (pending.kb, pending.document)
+                    "SELECT live_version, live_chunks FROM documents WHERE kb = ? AND name = ?",
+                    (pending.kb, pending.document),
                 ).fetchone()
+                if old is not None and old["live_version"] is not None:
+                    old_chunks[(pending.kb, pending.document)] = int(old["live_chunks"])
                 db.execute(
                     "UPDATE versions SET state = 'ready', chunks = ? WHERE kb = ? AND document = ? AND version = ?",
                     (chunks, pending.kb, pending.document, pending.version),
                 )
                 db.execute(
+                    # `+state`: found by the document's key, never by versions_by_state (every ready version)
                     "UPDATE versions SET state = 'retired' WHERE kb = ? AND document = ? AND version != ?"
-                    " AND state = 'ready'",
+                    " AND +state = 'ready'",
                     (pending.kb, pending.document, pending.version),
                 )
                 db.execute(
@@ -615,8 +698,14 @@ class Registry:
                     ),
                 )
                 results.append(Published(pending, old["live_version"] if old else None))
-            # The flip's last statement (fault tests stop inside the transaction right here).
             for kb in dict.fromkeys(r.pending.kb for r in results if r.live):
+                mine = [(r, item[2]) for r, item in zip(results, items, strict=True) if r.live and r.pending.kb == kb]
+                changes = {}
+                for r, n in mine:
+                    before_chunks = old_chunks.get((kb, r.pending.document), 0)
+                    changes[r.pending.document] = LiveChange(r.replaced, before_chunks, r.pending.version, n)
+                _log_live_changes(db, kb, changes)
+                # The flip's last statement (fault tests stop inside the transaction right here).
                 db.execute("UPDATE kbs SET generation = generation + 1 WHERE name = ?", (kb,))
         self.lease.release(len(items))
         return results
@@ -751,7 +840,9 @@ class Registry:
     def delete_document(self, kb: str, name: str) -> int | None:
         """Remove a document from the registry (it stops being retrievable at once)."""
         with self._transaction() as db:
-            row = db.execute("SELECT live_version FROM documents WHERE kb = ? AND name = ?", (kb, name)).fetchone()
+            row = db.execute(
+                "SELECT live_version, live_chunks FROM documents WHERE kb = ? AND name = ?", (kb, name)
+            ).fetchone()
             if row is None:
                 return None
             # A version still being ingested is left to its ingest: its flip finds the document gone and
@@ -761,6 +852,7 @@ class Registry:
                 (kb, name),
             )
             db.execute("DELETE FROM documents WHERE kb = ? AND name = ?", (kb, name))
+            _log_live_changes(db, kb, {name: LiveChange(row["live_version"], int(row["live_chunks"]), None, 0)})
             db.execute("UPDATE kbs SET generation = generation + 1 WHERE name = ?", (kb,))
         return row["live_version"] or 0
 

@@ -492,13 +492,36 @@ class KnowledgeStore:
         return self._live_snapshot(kb)[1:]  # type: ignore[return-value]
 
     def _live_snapshot(self, kb: str) -> tuple[int, dict[str, int], int]:
-        """(generation, {document: live version}, live chunks), all of the same registry state."""
+        """(generation, {document: live version}, live chunks), all of the same registry state: the previous
+        generation's caught up from the registry's log of changes when it can be (a publish into a KB of half a
+        million documents then costs a copy of the map, not a read of every row), else read whole."""
         generation = self.registry.generation(kb)
         cached = self._live.get(kb)
         if cached is None or cached[0] != generation:
-            cached = self.registry.live_snapshot(kb)
+            cached = (self._live_caught_up(kb, cached) if cached else None) or self.registry.live_snapshot(kb)
             self._live[kb] = cached
         return cached
+
+    def _live_caught_up(
+        self, kb: str, cached: tuple[int, dict[str, int], int]
+    ) -> tuple[int, dict[str, int], int] | None:
+        """The cached live map brought to the registry's generation with its log; None when the log cannot tell
+        or disagrees with the map (then the caller reads every row)."""
+        logged = self.registry.live_changes(kb, cached[0])
+        if logged is None:
+            return None
+        generation, changes = logged
+        live, total = dict(cached[1]), cached[2]  # a copy: readers of the cached map go on using it
+        for document, change in changes.items():
+            if live.get(document) != change.before or (change.before is not None and change.before_chunks is None):
+                return None
+            total -= change.before_chunks or 0
+            if change.after is None:
+                live.pop(document, None)
+            else:
+                live[document] = change.after
+                total += change.after_chunks
+        return generation, live, total
 
     def save_unit_vectors(
         self, kb: str, model: str, chunks: Sequence[StoredChunk], vectors: Sequence[np.ndarray]
@@ -657,7 +680,7 @@ class KnowledgeStore:
             except Exception as exc:  # a torn or old-format index is rebuilt, never trusted
                 log.warning("rebuilding keyword index for %s: %s", kb, exc)
             if index is None:
-                generation, index = self._update_or_build_keyword_index(kb, cached[1] if cached else None)
+                generation, index = self._update_or_build_keyword_index(kb, cached)
             self._keyword[kb] = (generation, index)
             return index
 
@@ -672,11 +695,13 @@ class KnowledgeStore:
             cached = self._keyword.get(kb)
             if cached and cached[0] >= current:
                 return cached[1]  # a question built it already
-            built_at, index = self._update_or_build_keyword_index(kb, cached[1] if cached else None)
+            built_at, index = self._update_or_build_keyword_index(kb, cached)
             self._keyword[kb] = (built_at, index)
             return index
 
-    def _update_or_build_keyword_index(self, kb: str, previous: KeywordIndex | None) -> tuple[int, KeywordIndex]:
+    def _update_or_build_keyword_index(
+        self, kb: str, previous: tuple[int, KeywordIndex] | None
+    ) -> tuple[int, KeywordIndex]:
         """The index of the current generation: the previous one (in memory, else the newest saved) plus the
         chunks of versions published since and minus those retired, or a full rebuild when that cannot be
         done or the delta grew too large (tools/keyword_index.py)."""
@@ -692,22 +717,29 @@ class KnowledgeStore:
                 return updated
         return self._build_keyword_index(kb)
 
-    def _newest_saved_keyword_index(self, kb: str) -> KeywordIndex | None:
+    def _newest_saved_keyword_index(self, kb: str) -> tuple[int, KeywordIndex] | None:
+        """(its generation, the index) of the newest index saved for the KB, if any loads."""
         saved = [d for d in self._keyword_dir(kb).glob("g*") if d.name[1:].isdigit()]
         for directory in sorted(saved, key=lambda d: int(d.name[1:]), reverse=True)[:1]:
             try:
-                return KeywordIndex.load(directory)
+                index = KeywordIndex.load(directory)
+                return None if index is None else (int(directory.name[1:]), index)
             except Exception as exc:
                 log.warning("saved keyword index %s not used: %s", directory, exc)
         return None
 
-    def _update_keyword_index(self, kb: str, previous: KeywordIndex) -> tuple[int, KeywordIndex] | None:
-        generation, live = self.registry.live_chunk_counts(kb)
-        wanted = {version_key(kb, d, v): (d, v, n) for d, (v, n) in live.items()}
-        have = previous.live_versions()
-        added = [key for key in wanted if key not in have]
-        removed = have - wanted.keys()
-        ids = [chunk_id_for(kb, d, v, i) for key in added for d, v, n in [wanted[key]] for i in range(n)]
+    def _update_keyword_index(self, kb: str, since: tuple[int, KeywordIndex]) -> tuple[int, KeywordIndex] | None:
+        previous = since[1]
+        changed = self._keyword_changes(kb, since)
+        if changed is None:  # not logged: every live document's row, compared with the index's versions
+            generation, live = self.registry.live_chunk_counts(kb)
+            wanted = {version_key(kb, d, v): (d, v, n) for d, (v, n) in live.items()}
+            have = previous.live_versions()
+            added = [wanted[key] for key in wanted if key not in have]
+            removed = have - wanted.keys()
+        else:
+            generation, added, removed = changed
+        ids = [chunk_id_for(kb, d, v, i) for d, v, n in added for i in range(n)]
         if not previous.chunk_ids or len(ids) + previous.delta_size > max(
             DELTA_MIN_CHUNKS, DELTA_MAX_SHARE * previous.base_size
         ):
@@ -720,6 +752,33 @@ class KnowledgeStore:
             return None
         self._save_keyword_index(kb, generation, index)
         return generation, index
+
+    def _keyword_changes(
+        self, kb: str, since: tuple[int, KeywordIndex]
+    ) -> tuple[int, list[tuple[str, int, int]], set[str]] | None:
+        """(generation, versions to add as (document, version, chunks), version keys to retire) from the
+        registry's log of what changed after the index's generation: the documents that changed only, not every
+        document's row. None when that cannot be told (a generation not logged, or the index does not hold
+        what the log says it should): the caller compares every row."""
+        generation, index = since
+        logged = self.registry.live_changes(kb, generation)
+        if logged is None:
+            return None
+        now, changes = logged
+        added: list[tuple[str, int, int]] = []
+        removed: set[str] = set()
+        for document, change in changes.items():
+            if change.before == change.after:
+                continue
+            if change.before is not None:
+                if not index.holds_version(version_key(kb, document, change.before)):
+                    return None
+                removed.add(version_key(kb, document, change.before))
+            if change.after is not None:
+                if index.holds_version(version_key(kb, document, change.after)):
+                    return None
+                added.append((document, change.after, change.after_chunks))
+        return now, added, removed
 
     def _chunks_by_id(self, kb: str, ids: list[str]) -> list[StoredChunk]:
         """The chunks with these ids, in this order (absent ones left out)."""
