@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from bot.agent import answering, condense, fallback, grading, messages, routing
+from bot.agent import answering, condense, fallback, grading, messages, routing, sufficiency
 from bot.agent.fallback import LlmAccess, Outcome, llm_step, offline
 from bot.agent.llm import Deadline, LlmClient
 from bot.agent.models import Answer, EmptyQuestion, KbTarget, Turn
@@ -37,6 +37,7 @@ class AnswerEngine:
         """`settings` configure the LLM; without them (or without a key) the engine is offline."""
         self.service = service
         self.settings = settings
+        sufficiency.model()  # read (and checked) now: an engine without its answer-or-refuse model does not start
         if llm is None and settings is not None and settings.llm_enabled:
             llm = LlmClient(settings)
         self.llm = llm

@@ -27,6 +27,8 @@ class SufficiencyFeatures:
     best_cosine: float  # the closest chunk's cosine
     best_chunk_coverage: float  # the share of the question's terms in that chunk
     top_coverage: float  # the most of them any of the best five chunks names
+    uncovered_terms: float  # how many of the question's terms that chunk lacks (at most 5)
+    unknown_terms: float  # the share of the question's terms the searched KBs never mention at all
     unit_cosine: float  # the closest answer unit (sentence, list item, table row)
     unit_coverage: float  # the most of the question's terms one unit names (with its heading)
     closest_unit_coverage: float  # ... and how many the closest unit names
