@@ -37,7 +37,7 @@ class AnswerEngine:
         """`settings` configure the LLM; without them (or without a key) the engine is offline."""
         self.service = service
         self.settings = settings
-        sufficiency.model()  # read (and checked) now: an engine without its answer-or-refuse model does not start
+        sufficiency.model()  # read (and checked) now: every offline verdict is scored by it, so none starts without it
         if llm is None and settings is not None and settings.llm_enabled:
             llm = LlmClient(settings)
         self.llm = llm

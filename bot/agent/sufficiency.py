@@ -3,9 +3,11 @@
 `SufficiencyFeatures` is everything grading.py measures about a question and its best evidence, as numbers
 (cosines, shares of the question's terms, answer-type cues, the near-miss flags). `scripts/fit_sufficiency.py`
 fits a logistic model on labelled questions of three benchmarks (company dev, SQuAD 2.0, leave-one-out) and
-writes its weights and decision threshold to `sufficiency_model.json`; at run time the decision is that
-model's score against its threshold — a dot product, no learning library. The file is read once; a missing,
-unreadable or mismatched file is an error at start-up, never a permissive default.
+writes its weights and decision threshold to `sufficiency_model.json`; at run time its score is a dot product, no
+learning library. It does not decide yet: fitted on the three benchmarks it meets every guard rail but does not
+beat the hand-set rules of grading.py in cross-validation over company dev (docs/benchmarks.md, session 8), so
+each offline verdict records its score beside the rules' decision, for the next fit to be judged on. The file is
+read once; a missing, unreadable or mismatched file is an error at start-up, never a permissive default.
 """
 
 from __future__ import annotations
@@ -55,13 +57,35 @@ class SufficiencyFeatures:
         return {name: round(float(value), 4) for name, value in asdict(self).items()}
 
 
+# The model's terms beyond the features themselves: a piecewise-linear basis for the cosines and coverages (a
+# rise that is steeper above a knot, fitted rather than cut at one value), and the question-shaped signals
+# apart from a claim or an abstract (is_question ×), whose cosines read differently.
+_KNOTS = {"best_cosine": (0.3, 0.4, 0.5, 0.6), "unit_cosine": (0.3, 0.4, 0.5, 0.6)}
+_KNOTS |= {"unit_coverage": (0.5, 0.75), "top_coverage": (0.5, 0.75)}
+_BY_QUESTION = ("best_cosine", "unit_cosine", "unit_coverage", "top_coverage")
+
+
+def basis_names() -> tuple[str, ...]:
+    """The names of the model's terms, in order: the features, then the derived terms of `basis`."""
+    hinges = [f"{name}>{knot}" for name, knots in _KNOTS.items() for knot in knots]
+    return (*SufficiencyFeatures.names(), *hinges, *(f"is_question*{n}" for n in _BY_QUESTION), "terms*best_cosine")
+
+
+def basis(values: dict[str, float]) -> list[float]:
+    """The model's terms for one question's features (`SufficiencyFeatures.as_dict`, or a dump's copy)."""
+    terms = [float(values[name]) for name in SufficiencyFeatures.names()]
+    terms += [max(0.0, values[name] - knot) for name, knots in _KNOTS.items() for knot in knots]
+    terms += [values["is_question"] * values[name] for name in _BY_QUESTION]
+    return [*terms, values["question_terms"] * values["best_cosine"]]
+
+
 class ModelFileError(RuntimeError):
     """The sufficiency model cannot be used: missing, unreadable, or fitted on other features."""
 
 
 @dataclass(frozen=True)
 class SufficiencyModel:
-    features: tuple[str, ...]
+    features: tuple[str, ...]  # the terms of `basis`, by name
     means: tuple[float, ...]
     scales: tuple[float, ...]
     weights: tuple[float, ...]
@@ -70,10 +94,9 @@ class SufficiencyModel:
 
     def score(self, features: SufficiencyFeatures) -> float:
         """The probability, as fitted, that the evidence answers the question."""
-        values = features.as_dict()
         z = self.intercept + sum(
-            w * (values[name] - m) / s
-            for name, m, s, w in zip(self.features, self.means, self.scales, self.weights, strict=True)
+            w * (value - m) / s
+            for value, m, s, w in zip(basis(features.as_dict()), self.means, self.scales, self.weights, strict=True)
         )
         return 1.0 / (1.0 + math.exp(-max(min(z, 60.0), -60.0)))
 
@@ -99,7 +122,7 @@ def read_model(path: Path = MODEL_FILE) -> SufficiencyModel:
         raise
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ModelFileError(f"the sufficiency model {path} cannot be read: {exc}") from None
-    if model.features != SufficiencyFeatures.names():
+    if model.features != basis_names():
         raise ModelFileError(f"{path.name} was fitted on other features than this code computes: refit it")
     if not (len(model.means) == len(model.scales) == len(model.weights) == len(model.features)):
         raise ModelFileError(f"{path.name}: weights, means and scales do not match its features")

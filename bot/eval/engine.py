@@ -60,6 +60,7 @@ def graded_rounds(answer) -> list[dict]:
             "reason": r.reason,
             "documents": [f"{e.kb}/{e.document}" for e in r.evidence],
             "features": dict(r.features),
+            "sufficiency": r.sufficiency,
         }
         for r in answer.rounds
     ]

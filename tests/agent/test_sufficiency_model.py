@@ -3,7 +3,7 @@
 - The package's model file loads and names exactly the features grading computes; a missing, unreadable or
   mismatched file is an error, never a permissive default.
 - On a small real KB (real engine parts): a question one sentence answers is answered, an unrelated one is
-  refused, and every round's trace carries the measured features.
+  refused, the model's score agrees with both, and every round's trace carries the features and the score.
 - scripts/fit_sufficiency.py fits and writes a loadable model from a tiny fixture of the three dumps.
 """
 
@@ -35,10 +35,11 @@ Clean the chain with a degreaser and a brush, rinse it, let it dry, and apply on
 """
 
 
-def test_the_package_model_names_exactly_the_features_grading_computes():
+def test_the_package_model_names_exactly_the_terms_grading_computes():
     model = sufficiency.read_model()
 
-    assert model.features == sufficiency.SufficiencyFeatures.names()
+    assert model.features == sufficiency.basis_names()
+    assert model.features[: len(sufficiency.SufficiencyFeatures.names())] == sufficiency.SufficiencyFeatures.names()
     assert len(model.weights) == len(model.features) == len(model.means) == len(model.scales)
     assert 0.0 < model.threshold < 1.0
     data = json.loads(sufficiency.MODEL_FILE.read_text(encoding="utf-8"))
@@ -103,6 +104,9 @@ def test_a_documented_sentence_answers_and_an_unrelated_question_is_refused(care
     for answer in (answered, refused):
         assert set(answer.rounds[0].features) == set(sufficiency.SufficiencyFeatures.names())
     assert answered.rounds[0].features["unit_coverage"] > refused.rounds[0].features["unit_coverage"]
+    threshold = sufficiency.model().threshold
+    assert answered.rounds[-1].sufficiency >= threshold
+    assert all(r.sufficiency < threshold for r in refused.rounds)
 
 
 def test_the_fit_script_writes_a_model_the_engine_reads(tmp_path: Path):
@@ -120,6 +124,6 @@ def test_the_fit_script_writes_a_model_the_engine_reads(tmp_path: Path):
 
     assert status == 0
     model = sufficiency.read_model(out)
-    assert model.features == sufficiency.SufficiencyFeatures.names()
+    assert model.features == sufficiency.basis_names()
     # fitted, not a copy: the closest unit's cosine counts for answering
     assert model.weights[model.features.index("unit_cosine")] > 0
