@@ -331,6 +331,7 @@ def _verdict(
     units: Sequence[UnitMatch],
     measured: Measured,
 ) -> Verdict:
+    """The hand-set rules' verdict on what `measure` found (they, not the fitted model, decide)."""
     unknown, absent = measured.unknown, measured.absent
     if unknown:
         return Verdict(False, f"the knowledge base never mentions {', '.join(unknown)}", missing=", ".join(unknown))
