@@ -151,8 +151,11 @@ def wait_replies(fake: FakeSlack, probes: list[Probe], timeout: float) -> list[P
         time.sleep(0.05)
 
 
-def start_kbbot_serve(data_dir: Path, api_url: str, workdir: Path, code: Path) -> tuple[subprocess.Popen, str]:
-    """`kbbot serve` in HTTP mode as its own process, environment built from scratch (no .env, no keys)."""
+def start_kbbot_serve(
+    data_dir: Path, api_url: str, workdir: Path, code: Path, extra_env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen, str]:
+    """`kbbot serve` in HTTP mode as its own process, environment built from scratch (no .env, no keys) plus
+    `extra_env` (e.g. KBBOT_SLACK_WORKERS)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -167,6 +170,7 @@ def start_kbbot_serve(data_dir: Path, api_url: str, workdir: Path, code: Path) -
             "TOKENIZERS_PARALLELISM": "false",
             "PYTHONUNBUFFERED": "1",
             "PYTHONPATH": str(code),  # this checkout's code, not whichever one the venv was installed from
+            **(extra_env or {}),
         }
     )
     process = subprocess.Popen(
@@ -204,6 +208,9 @@ def main() -> int:
         default=None,
         help="record the burst with this py-spy binary (raw stacks of the GIL holder → $TMPDIR/kbbot-py-spy-burst.txt)",
     )
+    parser.add_argument(
+        "--env", action="append", default=[], metavar="KEY=VALUE", help="a setting for kbbot serve (repeatable)"
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args()
 
@@ -215,7 +222,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="kbbot-latency-") as tmp:
         data_dir = prepare_data_dir(args.data_dir if args.data_dir and args.data_dir.exists() else None, Path(tmp))
         fake = FakeSlack().start()
-        process, events_url = start_kbbot_serve(data_dir, fake.api_url, Path(tmp), args.code.resolve())
+        extra_env = dict(setting.split("=", 1) for setting in args.env)
+        process, events_url = start_kbbot_serve(data_dir, fake.api_url, Path(tmp), args.code.resolve(), extra_env)
         sender = SlackSender(events_url, fake)
         try:
             started = time.monotonic()
@@ -276,6 +284,7 @@ def main() -> int:
             results = {
                 "command": " ".join(["python", *sys.argv]),
                 "code": str(args.code.resolve()),
+                "env": extra_env,
                 "load_average": os.getloadavg(),
                 "mode": "offline",
                 "cpus": os.cpu_count(),

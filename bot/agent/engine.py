@@ -11,8 +11,12 @@ configured, each step asks it first and falls back to its offline policy on any 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
+import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -28,6 +32,36 @@ from tools.service import KnowledgeService
 from tools.text import content_terms, keyword_terms
 
 MAX_QUESTION_CHARS = 2000
+
+T = TypeVar("T")
+
+
+class _ThreadLoop:
+    """One thread's event loop, kept for the thread's life: `asyncio.run` builds and tears down a loop (a
+    selector, a self-pipe, the default executor's shutdown) for every question, on the answering thread. A
+    thread still runs one question at a time, each in a fresh copy of the caller's context variables (the
+    workflow runtime keeps its run id and spans there), as under `asyncio.run`."""
+
+    def __init__(self) -> None:
+        self.runner = asyncio.Runner()
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return self.runner.run(coroutine, context=contextvars.copy_context())
+
+    def __del__(self) -> None:  # the thread ended: nothing of its last question is left on the loop
+        with contextlib.suppress(RuntimeError):
+            self.runner.close()
+
+
+_thread_loops = threading.local()
+
+
+def run_on_thread_loop(coroutine: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run`, on this thread's own long-lived loop."""
+    own: _ThreadLoop | None = getattr(_thread_loops, "loop", None)
+    if own is None:
+        own = _thread_loops.loop = _ThreadLoop()
+    return own.run(coroutine)
 
 
 class AnswerEngine:
@@ -67,7 +101,7 @@ class AnswerEngine:
         With a `deadline` (seconds from now), an LLM step is skipped when too little time is left for
         it and each LLM request ends by then; the offline policies always finish the answer.
         Raises EmptyQuestion for a question with no words; never anything else for bad input."""
-        return asyncio.run(
+        return run_on_thread_loop(
             self.aanswer(question, history, kb, kbs=kbs, preferred=preferred, on_status=on_status, deadline=deadline)
         )
 

@@ -89,14 +89,16 @@ class RoundTrace:
 
 @dataclass
 class Answer:
+    # The workflow runtime writes a summary (the repr) of its result into the run's span: the trace parts (route,
+    # rounds with their evidence, citations, timings) are left out of the repr, which they made kilobytes long.
     status: Status
     answer: str
     question: str
     standalone_query: str
-    route: Route
-    rounds: list[RoundTrace]
-    citations: list[Citation]
-    timings_ms: dict[str, float]
+    route: Route = field(repr=False)
+    rounds: list[RoundTrace] = field(repr=False)
+    citations: list[Citation] = field(repr=False)
+    timings_ms: dict[str, float] = field(repr=False)
     mode: Literal["offline", "llm"] = "offline"
     language: str = "en"
     notes: list[str] = field(default_factory=list)  # e.g. "question truncated", "LLM unavailable: offline"

@@ -21,6 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field
 # it, after importing all of llama_index.core (its indices, readers, NLTK): seconds of a cold start, unused here.
 from workflows import Context, Workflow, step
 from workflows.events import Event, StartEvent, StopEvent
+from workflows.plugins.basic import BasicRuntime
+from workflows.runtime.types.plugin import RegisteredWorkflow
 
 from bot.agent import grading, messages
 from bot.agent.fallback import LlmAccess, Outcome
@@ -182,8 +184,31 @@ class RefuseEvent(Event):
 # --- the workflow -----------------------------------------------------------------------------
 
 
+class RegisteredOnceRuntime(BasicRuntime):
+    """llama-index's basic in-process runtime, registering a workflow once. `BasicRuntime` keeps no
+    registrations (its `get_registered` hook returns None), so each run registers the workflow again — twice
+    (the run, then its control loop), wrapping every step each time. This one keeps a workflow's registration
+    on the workflow until a step is added to its class (the version the runtime itself checks)."""
+
+    def get_registered(self, workflow: Workflow) -> RegisteredWorkflow | None:
+        kept = workflow.__dict__.get("_registration")
+        if kept is not None and kept[0] is self and kept[1] == type(workflow)._step_functions_version:
+            return kept[2]
+        return None
+
+    def register(self, workflow: Workflow) -> RegisteredWorkflow:
+        registered = super().register(workflow)
+        # The registration refers to its workflow: a cycle, freed with the workflow.
+        workflow.__dict__["_registration"] = (self, type(workflow)._step_functions_version, registered)
+        return registered
+
+
+ANSWER_RUNTIME = RegisteredOnceRuntime()
+
+
 class AnswerWorkflow(Workflow):
     def __init__(self, engine: AnswerEngine, **kwargs):
+        kwargs.setdefault("runtime", ANSWER_RUNTIME)
         super().__init__(**kwargs)
         self.engine = engine
 

@@ -221,8 +221,10 @@ class StatusReporter:
         with self._lock:
             if self._closed:
                 return
+            queued = self._pending is not None  # a flush is queued already and will send the latest text
             self._pending = shorten(text, 100)
-        fire_and_forget(self.deps.side, self._flush)
+        if not queued:
+            fire_and_forget(self.deps.side, self._flush)
 
     def _flush(self) -> None:
         with self._send_lock:
