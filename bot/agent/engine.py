@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from bot.agent import answering, condense, fallback, grading, messages, routing
+from bot.agent import answering, condense, fallback, grading, messages, routing, sufficiency
 from bot.agent.fallback import LlmAccess, Outcome, llm_step, offline
 from bot.agent.llm import Deadline, LlmClient
 from bot.agent.models import Answer, EmptyQuestion, KbTarget, Turn
@@ -71,6 +71,7 @@ class AnswerEngine:
         """`settings` configure the LLM; without them (or without a key) the engine is offline."""
         self.service = service
         self.settings = settings
+        sufficiency.model()  # read (and checked) now: every offline verdict is scored by it, so none starts without it
         if llm is None and settings is not None and settings.llm_enabled:
             llm = LlmClient(settings)
         self.llm = llm

@@ -12,15 +12,16 @@ MiniLM scores any Chinese text as close to any Chinese question.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
 from pydantic import BaseModel
 
-from bot.agent import cues
+from bot.agent import cues, sufficiency
 from tools.search import Evidence
 from tools.text import (
     STOPWORDS,
@@ -38,6 +39,8 @@ from tools.text import (
 # Calibrated on the leave-one-out benchmark (SciFact/Cranfield/CISI KBs, one dataset's queries sent to the
 # others): STRONG_COSINE is where the best cosines of out-of-KB and in-KB questions barely overlap, so a
 # best chunk at or above it is evidence and one below it needs the query's terms (docs/benchmarks.md).
+# (The fitted model of sufficiency.py does not beat these rules in cross-validation yet: it is scored beside
+# them, in the trace, and decides nothing — docs/benchmarks.md, "Session 8, calibrated sufficiency".)
 STRONG_COSINE = 0.44  # enough on its own
 MIN_COSINE = 0.40  # below this, nothing counts as evidence
 MIN_COVERAGE = 0.5  # with a cosine between the two, this share of query terms must be covered
@@ -72,6 +75,8 @@ class Verdict:
     reason: str
     relevant_ids: tuple[str, ...] = ()
     missing: str = ""
+    features: sufficiency.SufficiencyFeatures | None = None  # what was measured (offline), for the trace
+    score: float | None = None  # the fitted model's probability that the evidence answers (sufficiency.py)
 
 
 # Calendar words are capitalised but name no entity a document must mention ("Christmas holidays"
@@ -244,25 +249,102 @@ def grade_offline(
 ) -> Verdict:
     """`term_known(term)` tells whether an index term occurs anywhere in the searched KBs; `units` are the
     best chunks' answer units (`unit_matches`), when their vectors are known; `asked`, the person's own
-    message when `query` is its condensed form ("what about tier 4?" → "tier 4 (nightly hotel cap)")."""
+    message when `query` is its condensed form ("what about tier 4?" → "tier 4 (nightly hotel cap)").
+    The verdict carries the measured `features` and the fitted model's score of them (the trace keeps both:
+    the model decides nothing yet — the rules do); a Chinese question has no score (grade_cjk judges it)."""
     if not evidence:
         return Verdict(False, "nothing relevant was found", missing=query)
+    measured = measure(query, evidence, term_known, units, asked)
+    score = None if has_cjk(query) else round(sufficiency.model().score(measured.features), 4)
+    return replace(_verdict(query, evidence, term_known, units, measured), features=measured.features, score=score)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What the checks found about a question and its best evidence: the model's features, and the names
+    behind the flags (to say why a question is refused)."""
+
+    features: sufficiency.SufficiencyFeatures
+    unknown: list[str]  # names and numbers the KB never mentions
+    absent: list[str]  # names the best evidence never mentions (near misses)
+    apart: list[str]  # coded names no one unit names together
+    untyped: str  # the kind of fact asked for that no unit about the question supplies
+
+
+def measure(
+    query: str,
+    evidence: Sequence[Evidence],
+    term_known: Callable[[str], bool],
+    units: Sequence[UnitMatch] = (),
+    asked: str = "",
+) -> Measured:
+    """Every signal grading reads, measured once: chunk and unit cosines, coverage of the question's terms,
+    the answer type asked and supplied, the near-miss and names-apart flags."""
+    cjk = has_cjk(query)
     unknown = [t for t in specific_terms(query) if not all(term_known(k) for k in keyword_terms(t))]
+    absent = near_misses(query, evidence[:UNIT_CHUNKS], asked, cjk_known(term_known))
+    if not absent and not cjk:
+        absent = unnamed_kinds(query, evidence[:UNIT_CHUNKS], term_known, asked)
+    apart = [] if cjk else names_apart(query, units, evidence)
+    untyped = "" if cjk else missing_answer_type(query, units, evidence, term_known)
+    best = max(evidence, key=lambda e: e.cosine)
+    closest = max(units, key=lambda u: u.cosine, default=None)
+    typed = [u for u in units if u.typed and u.coverage > 0]
+    names = identifiers(query)
+    asked_for = QueryTerms.of(query)
+    terms = len(asked_for.terms) + len(asked_for.words)
+    top = max(e.coverage for e in evidence[:5])
+    # (Chinese words are known when the KB writes them; a CJK bigram straddling two words is no term of it)
+    latin = [t for t in asked_for.terms if not has_cjk(t)]
+    unknown_share = sum(not term_known(t) for t in latin) / len(latin) if latin else 0.0
+    features = sufficiency.SufficiencyFeatures(
+        best_cosine=float(best.cosine),
+        best_chunk_coverage=float(best.coverage),
+        top_coverage=top,
+        uncovered_terms=float(min(round(terms * (1.0 - top)), 5)),
+        unknown_terms=unknown_share,
+        unit_cosine=closest.cosine if closest else 0.0,
+        unit_coverage=max((u.coverage for u in units), default=0.0),
+        closest_unit_coverage=closest.coverage if closest else 0.0,
+        unit_support=max((max(u.cosine, 0.0) * u.coverage for u in units), default=0.0),
+        typed_asked=float(bool(cues.expected_answers(query))),
+        typed_unit_cosine=max((u.cosine for u in typed), default=0.0),
+        typed_unit_coverage=max((u.coverage for u in units if u.typed), default=0.0),
+        required_kind=float(cues.required_kind(query)[1] is not None),
+        missing_kind=float(bool(untyped)),
+        near_miss=float(bool(absent)),
+        names_apart=float(bool(apart)),
+        identifiers_named=float(bool(names) and any(names_all(e, names) for e in evidence[:5])),
+        specific_terms=float(min(len(specific_terms(query)), 3)),
+        question_terms=math.log1p(terms),
+        is_question=float(asks_about_names(query)),
+        units_known=float(bool(units)),
+        cjk=float(cjk),
+    )
+    return Measured(features, unknown, absent, apart, untyped)
+
+
+def _verdict(
+    query: str,
+    evidence: Sequence[Evidence],
+    term_known: Callable[[str], bool],
+    units: Sequence[UnitMatch],
+    measured: Measured,
+) -> Verdict:
+    """The hand-set rules' verdict on what `measure` found (they, not the fitted model, decide)."""
+    unknown, absent = measured.unknown, measured.absent
     if unknown:
         return Verdict(False, f"the knowledge base never mentions {', '.join(unknown)}", missing=", ".join(unknown))
-    absent = near_misses(query, evidence[:UNIT_CHUNKS], asked, cjk_known(term_known))
-    if not absent and not has_cjk(query):
-        absent = unnamed_kinds(query, evidence[:UNIT_CHUNKS], term_known, asked)
     if absent:
         documented = siblings(absent, evidence[:UNIT_CHUNKS])
         said = f"; it names {', '.join(documented)}" if documented else ""
         return Verdict(False, f"the evidence found never mentions {', '.join(absent)}{said}", missing=", ".join(absent))
     if has_cjk(query):
         return grade_cjk(query, evidence, units, term_known)
-    apart = names_apart(query, units, evidence)
+    apart = measured.apart
     if apart:
         return Verdict(False, f"no sentence of the evidence names {' and '.join(apart)} together", missing=query)
-    untyped = missing_answer_type(query, units, evidence, term_known)
+    untyped = measured.untyped
     if untyped:
         return Verdict(False, f"the evidence found gives no {untyped} for it", missing=query)
     best = max(evidence, key=lambda e: e.cosine)

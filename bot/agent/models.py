@@ -83,6 +83,8 @@ class RoundTrace:
     evidence_ids: list[str] = field(default_factory=list)
     policy: str = "offline"  # which policy graded this round: "offline" | "llm"
     evidence: list[EvidenceNote] = field(default_factory=list)  # the round's best chunks (TRACE_EVIDENCE)
+    features: dict[str, float] = field(default_factory=dict)  # what grading measured (sufficiency.py), offline
+    sufficiency: float | None = None  # the fitted model's score of them (recorded beside the rules' verdict)
 
 
 @dataclass

@@ -309,6 +309,8 @@ class AnswerWorkflow(Workflow):
                 )
                 for e in ev.evidence[:TRACE_EVIDENCE]
             ],
+            features=verdict.features.as_dict() if verdict.features else {},
+            sufficiency=verdict.score,
         )
         trace = trace.noting(graded).but(searched=tuple(searched), rounds=(*trace.rounds, checked))
         await ctx.store.set_state(trace.timed("grade", started))

@@ -9,6 +9,7 @@ those apart well; the report says how far it gets, and the mode it ran in.
 from __future__ import annotations
 
 import hashlib
+import json
 
 from bot.core import Origin
 from bot.eval.datasets import file_digest, read_jsonl, resolve
@@ -44,9 +45,14 @@ def eval_abstention(ws: EvalWorkspace, dataset: str = "squad2-sample", limit: in
     answerable = {"n": 0, "answered": 0, "cited_gold": 0, "answer_has_gold": 0}
     unanswerable = {"n": 0, "abstained": 0}
     latencies = []
+    # Per question, what it was judged on (scripts/fit_sufficiency.py reads it): should it answer?
+    dump = ws.dir / "abstention-cases.jsonl"
+    out = dump.open("w", encoding="utf-8")
     for row in rows:
         asked = ask(engine, row["question"])
         latencies.append(asked.ms)
+        case = {"question": row["question"], "should_answer": not row.get("is_impossible"), "status": asked.status}
+        out.write(json.dumps({**case, "rounds": asked.graded}, ensure_ascii=False) + "\n")
         if row.get("is_impossible"):
             unanswerable["n"] += 1
             unanswerable["abstained"] += asked.status == "insufficient_context"
@@ -61,6 +67,7 @@ def eval_abstention(ws: EvalWorkspace, dataset: str = "squad2-sample", limit: in
             bar.update(1)
     if bar is not None:
         bar.close()
+    out.close()
     n_a, n_u = max(answerable["n"], 1), max(unanswerable["n"], 1)
     return {
         "dataset": path.name,
@@ -82,6 +89,7 @@ def eval_abstention(ws: EvalWorkspace, dataset: str = "squad2-sample", limit: in
         "p50_ms": round(percentile(latencies, 50), 1),
         "p95_ms": round(percentile(latencies, 95), 1),
         "kb_build": build.to_json(),
+        "dump": str(dump),
     }
 
 

@@ -222,6 +222,7 @@ def eval_company(
                 "fact_found": verdict.fact_found,
                 "top_kb": asked.top_kb,
                 "ms": round(asked.ms, 1),
+                "rounds": asked.graded,
             }
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
             rows.append(row)

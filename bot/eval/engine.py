@@ -47,6 +47,23 @@ class Asked:
     rounds: int
     ms: float
     answer: str
+    graded: list[dict]  # per round: its query, KBs, verdict, reason, best documents and measured features
+
+
+def graded_rounds(answer) -> list[dict]:
+    """What each round of `answer` was judged on, for a benchmark's per-question dump."""
+    return [
+        {
+            "query": r.query,
+            "kbs": list(r.kbs),
+            "sufficient": r.sufficient,
+            "reason": r.reason,
+            "documents": [f"{e.kb}/{e.document}" for e in r.evidence],
+            "features": dict(r.features),
+            "sufficiency": r.sufficiency,
+        }
+        for r in answer.rounds
+    ]
 
 
 def ask(engine: ScopedBot, question: str, history: Sequence[Turn] = (), kb: str | None = None) -> Asked:
@@ -64,6 +81,7 @@ def ask(engine: ScopedBot, question: str, history: Sequence[Turn] = (), kb: str 
         len(answer.rounds),
         ms,
         answer.answer,
+        graded_rounds(answer),
     )
 
 

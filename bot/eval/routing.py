@@ -7,6 +7,8 @@ context", while the other datasets' queries should still be answered — one eng
 
 from __future__ import annotations
 
+import json
+
 from bot.eval.datasets import load_beir, resolve
 from bot.eval.engine import ask, make_engine, progress
 from bot.eval.metrics import percentile
@@ -36,7 +38,17 @@ def eval_routing(ws: EvalWorkspace, names: list[str], split: str = "test", fresh
             bar.close()
         return out
 
+    # Per question and run, what it was judged on (scripts/fit_sufficiency.py reads it): should it answer?
+    dump = ws.dir / "routing-cases.jsonl"
+    out = dump.open("w", encoding="utf-8")
+
+    def record(run: str, asked: list[tuple[str, object]], left_out: str = "") -> None:
+        for (kb, text), (_, a) in zip(queries, asked, strict=True):
+            row = {"run": run, "kb": kb, "question": text, "should_answer": kb != left_out, "status": a.status}
+            out.write(json.dumps({**row, "top_kb": a.top_kb, "rounds": a.graded}, ensure_ascii=False) + "\n")
+
     full = run_all(kbs, "routing")
+    record("all", full)
     confusion = {kb: {other: 0 for other in kbs} for kb in kbs}
     for kb, asked in full:
         if asked.top_kb in confusion[kb]:
@@ -61,6 +73,7 @@ def eval_routing(ws: EvalWorkspace, names: list[str], split: str = "test", fresh
     for left_out in kbs:
         remaining = [kb for kb in kbs if kb != left_out]
         asked = run_all(remaining, f"without {left_out}")
+        record(f"without {left_out}", asked, left_out)
         out_of_kb = [a for kb, a in asked if kb == left_out]
         in_kb = [a for kb, a in asked if kb != left_out]
         refused = sum(a.status == "insufficient_context" for a in out_of_kb)
@@ -78,6 +91,8 @@ def eval_routing(ws: EvalWorkspace, names: list[str], split: str = "test", fresh
         out_total += len(out_of_kb)
         answered_total += answered
         in_total += len(in_kb)
+    out.close()
+    result["dump"] = str(dump)
     result["leave_one_out"] = {
         "cases": cases,
         "refused_rate": round(refused_total / max(out_total, 1), 4),
