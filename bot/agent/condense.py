@@ -47,6 +47,13 @@ _PRONOUNS = {
     "there",
     "one",
     "ones",
+    # "what should we watch until it's done?": a pronoun inside a contraction is still the pronoun.
+    "it's",
+    "it’s",
+    "that's",
+    "that’s",
+    "they're",
+    "they’re",
 }
 # "Is there a limit?" refers to nothing: existential "there" is not the pronoun "there"
 # ("what's the office like there?").
@@ -54,8 +61,10 @@ _EXISTENTIAL_THERE = re.compile(
     r"\b(?:is|are|was|were|will|would|be)\s+there\b|\bthere\s+(?:is|are|was|were|be|will|would|has|have|had)\b|\bthere['’]s\b",
     re.I,
 )
-_SUBJECT_PRONOUNS = re.compile(r"\b(it|they|them|he|she|him|her|this|that)\b", re.I)
-_POSSESSIVE_PRONOUNS = re.compile(r"\b(its|their|his|her)\b", re.I)
+# A pronoun's word after a determiner names a thing: "and the it call?" asks about the IT call.
+_AFTER_DETERMINER = r"(?<!\bthe\s)(?<!\ba\s)(?<!\ban\s)(?<!\bmy\s)(?<!\bour\s)(?<!\byour\s)"
+_SUBJECT_PRONOUNS = re.compile(_AFTER_DETERMINER + r"\b(it|they|them|he|she|him|her|this|that)\b", re.I)
+_POSSESSIVE_PRONOUNS = re.compile(_AFTER_DETERMINER + r"\b(its|their|his|her)\b", re.I)
 _CJK_PRONOUN = re.compile(r"(它们|它|他们|她们|(?<![其])他|她|这个|那个|其(?![他它余]))")  # 其他城市: other cities
 # A Chinese follow-up: one that adds a condition ("如果超过90天呢？"), ends on 呢 ("当天往返的呢？"), or has no
 # subject of its own — no noun of two characters or more ("什么时候充到卡里？", "丢了怎么办").
@@ -198,7 +207,60 @@ def compares(question: str) -> bool:
     return bool(_COMPARISON.search(question)) and len(content_words(question)) <= MAX_COMPARISON_WORDS
 
 
+def pronouns_in(text: str) -> list[str]:
+    """The pronouns of a message: not existential "there", not a pronoun's word after a determiner ("the it call")."""
+    tokens = raw_tokens(_EXISTENTIAL_THERE.sub(" ", text))
+    return [
+        t
+        for i, t in enumerate(tokens)
+        if t in _PRONOUNS and (i == 0 or tokens[i - 1] not in _DETERMINERS or t == "one")
+    ]
+
+
+# "unrelated, but …", "different topic: …", "btw …": the message says itself that it starts a new question.
+_TOPIC_SWITCH = re.compile(
+    r"^\s*(?:unrelated|(?:on\s+)?(?:a\s+)?(?:different|separate|another|new|other)\s+(?:topic|question|thing)|"
+    r"off[\s-]topic|btw|by the way|changing (?:the )?(?:topic|subject))\b[\s,:;.!—–-]*(?:but\b[\s,]*)?",
+    re.I,
+)
+
+
+def switches_topic(question: str) -> bool:
+    """Whether a message says it asks something new ("unrelated, but what vpn do I use?")."""
+    match = _TOPIC_SWITCH.match(question)
+    return bool(match) and bool(question[match.end() :].strip(" ?"))
+
+
+# Words that point back to what was just said: "what happens to the photos taken meanwhile?", "and if they upgrade
+# instead?", "does that apply to contractors too?".
+_POINTS_BACK = re.compile(
+    r"\b(?:meanwhile|in the meantime|in that case|in the same way|afterwards)\b"
+    r"|\b(?:instead|too|as well|either)\s*[?.!]*$",
+    re.I,
+)
+# "how early do I have to file the form?" after an answer about the Work From Anywhere form: a definite noun the thread
+# has just used is the thing it used it for.
+_DEFINITE = re.compile(r"\bthe\s+((?:[\w'’-]+\s+){0,2}[\w'’-]+)", re.I)
+
+
+def refers_back(question: str, history: Sequence[Turn]) -> bool:
+    """Whether a message points at what the thread just said: a word that points back, or a definite noun phrase
+    ("the form") whose words the latest question or answer used."""
+    if _POINTS_BACK.search(question):
+        return True
+    said = set()
+    for turn in history[-2:] if history else []:
+        said |= {w for w in raw_tokens(turn.text) if w not in STOPWORDS}
+    for match in _DEFINITE.finditer(question):
+        words = [w for w in raw_tokens(match.group(1)) if w not in STOPWORDS and w not in _QUESTION_WORDS]
+        if words and words[0] in said:
+            return True
+    return False
+
+
 def is_follow_up(question: str) -> bool:
+    if switches_topic(question):
+        return False
     if (
         _CORRECTION.match(question)
         or _CONNECTIVE.match(question)
@@ -208,10 +270,9 @@ def is_follow_up(question: str) -> bool:
         return True
     if not has_cjk(question) and asks_what_next(question) and len(content_words(question)) <= 2:  # "what's next?"
         return True
-    tokens = raw_tokens(_EXISTENTIAL_THERE.sub(" ", question))
     if has_cjk(question):
         return bool(_CJK_PRONOUN.search(question)) or len(question.strip()) <= 6 or _cjk_elliptic(question)
-    if any(t in _PRONOUNS for t in tokens):
+    if pronouns_in(question):
         return True
     return len(content_words(question)) <= 1
 
@@ -240,13 +301,14 @@ def condense_offline(
     question = question.strip()
     history = list(history[-MAX_HISTORY_TURNS:])
     user_turns = [t.text for t in history if t.role == "user" and t.text.strip()]
-    if not user_turns or not is_follow_up(question):
+    if user_turns and switches_topic(question):
+        return _TOPIC_SWITCH.sub("", question, count=1).strip()
+    if not user_turns or not (is_follow_up(question) or (not has_cjk(question) and refers_back(question, history))):
         return question
     # "and everywhere else?" after "and in berlin?" after "what's the hotel cap in london?": in a thread of
     # ellipses, the previous question as it stood alone, not its own ellipsis. A question with words of its own
     # ("what does that mean?") takes the previous turn as it was asked.
-    ellipsis = bool(_CONNECTIVE.match(question)) or compares(question)
-    previous = _previous_standalone(history, similarity) if ellipsis else user_turns[-1]
+    previous = _previous_standalone(history, similarity)
     names_answered = _names_in_answer(history)
 
     if has_cjk(question) or has_cjk(previous):
@@ -335,9 +397,14 @@ def condense_offline(
     if not old_names and bare:
         # A thread typed in lower case ("how much is starter per truck?"): the answer says which words are
         # names, and the follow-up's bare word is the name it now asks about ("and growth?").
-        old_names = [w for w in content_words(previous) if w in names_answered]
+        old_names = _proper_names([w for w in content_words(previous) if w in names_answered], history)
         new_names = new_names or (bare if old_names else [])
-    replacements = _replacements(new_words, carried, similarity, new_names, old_names) if new_words and carried else {}
+    # A word the previous question said already replaces none of its other words ("and if it's approved on the
+    # 25th?" after "when do approved expenses get paid out?"); a pronoun refers to the previous thing, it does not
+    # swap it ("by when do we have to take it?").
+    fresh = [w for w in new_words if w not in content_words(previous)]
+    swaps = fresh and carried and (bool(_CONNECTIVE.match(question)) or not pronouns_in(core))
+    replacements = _replacements(fresh, carried, similarity, new_names, old_names) if swaps else {}
     # "after five years" measures the previous question's thing, it does not replace "days" by "years".
     measures = _quantified(new_words, core) - _quantified(carried, previous)
     replacements = {old: new for old, new in replacements.items() if new not in measures}
@@ -364,13 +431,16 @@ def condense_offline(
             new_text = original.group(0) if original else new
             rewritten = re.sub(rf"\b{re.escape(old)}\b", lambda _m, t=new_text: t, rewritten, count=1, flags=re.I)
         return rewritten
-    carried = [w for w in carried if w not in replacements]
+    # The previous question's values ("an expense claim of 10000") were its own; the thread's topic is its words.
+    carried = [w for w in carried if w not in replacements and not _AMOUNT.match(w)]
     if not carried:
         return core or question
     return f"{core.rstrip('?').strip()} ({' '.join(carried)})" if core else " ".join(carried)
 
 
 MAX_SUBSTITUTION_WORDS = 3
+# A value, not a name: "10000", "$1,500", "25th" (a code such as "sev3" or "401k" names a thing).
+_AMOUNT = re.compile(r"^\$?\d[\d,.]*(?:st|nd|rd|th)?$")
 # "and how do I book a meeting room?" asks a question of its own; "so when should i not deploy classic?" (two words)
 # still leans on the thread.
 MIN_OWN_QUESTION_WORDS = 3
@@ -471,7 +541,7 @@ def _plural(phrase: str) -> bool:
     return last.endswith("s") and not last.endswith(("ss", "us", "is"))
 
 
-_THING_PRONOUN = re.compile(r"\b(it|its|that|this|they|them|their)\b", re.I)
+_THING_PRONOUN = re.compile(_AFTER_DETERMINER + r"\b(it|its|that|this|they|them|their)\b", re.I)
 
 
 def _resolve_thing(core: str, topic: str) -> str | None:
@@ -693,9 +763,7 @@ def _previous_standalone(history: Sequence[Turn], similarity: Callable | None) -
     stays as asked: its own words place the thread better than a rewrite of a rewrite."""
     last = max(i for i, t in enumerate(history) if t.role == "user" and t.text.strip())
     text = history[last].text
-    tokens = raw_tokens(_EXISTENTIAL_THERE.sub(" ", text))
-    ellipsis = bool(_CONNECTIVE.match(text)) or compares(text)
-    if not ellipsis or has_cjk(text) or any(t in _PRONOUNS for t in tokens):
+    if has_cjk(text) or not is_follow_up(text):
         return text
     completed = condense_offline(text, history[:last], similarity)
     # Only a question completed as a question ("what's the hotel cap in berlin?"); terms carried in brackets
@@ -725,6 +793,15 @@ def _names_in_answer(history: Sequence[Turn]) -> set[str]:
     names = {m.group(1).lower() for m in re.finditer(r"(?<=[\w,;(] )([A-Z][a-z][\w-]*)\b", text)}
     names |= {m.group(1).lower() for m in re.finditer(r"(?:^|[.;!?\]]\s+)([A-Z][a-z][\w-]*):", text)}
     return names - STOPWORDS - _QUESTION_WORDS
+
+
+def _proper_names(names: list[str], history: Sequence[Turn]) -> list[str]:
+    """Of several names, the ones the latest answer never writes in lower case: "Samsara", not the label "Read
+    Vehicles" of a text that also says "500 vehicles"."""
+    if len(names) < 2:
+        return names
+    lower = set(re.findall(r"\b[a-z][\w-]*\b", _latest_answer(history)))
+    return [w for w in names if w not in lower] or names
 
 
 def _bare_entity(core: str, new_words: list[str]) -> list[str]:

@@ -1,0 +1,83 @@
+"""The offline condenser on general thread shapes found by the enlarged company dev set (benchmarks/company/
+questions/threads.jsonl): a thread's state is its last standalone question, a message can say it starts a new
+one, and a message can point back without a pronoun ("the form", "meanwhile")."""
+
+from __future__ import annotations
+
+from bot.agent.condense import condense_offline, is_follow_up, refers_back, switches_topic
+from bot.agent.models import Turn
+
+
+def thread(*turns: str) -> list[Turn]:
+    """User and assistant turns, alternating, the user first."""
+    return [Turn("user" if i % 2 == 0 else "assistant", text) for i, text in enumerate(turns)]
+
+
+def test_a_pronoun_after_a_follow_up_stands_for_the_threads_thing_not_the_follow_ups_words() -> None:
+    # It was "how do i claim it (spend)": the previous turn, itself a follow-up, was taken as it was typed.
+    history = thread(
+        "how much is the wellness stipend?",
+        "Wellness stipend: $60 per month for gym memberships or fitness classes. [1]",
+        "what can i spend it on?",
+        "Gym memberships, fitness classes, sports equipment or meditation apps. [1]",
+    )
+    assert condense_offline("how do i claim it?", history) == "how do i claim the wellness stipend?"
+
+
+def test_the_previous_questions_amounts_are_not_carried_into_a_new_question() -> None:
+    # "how long until i get the money (10000)" was refused: "the knowledge base never mentions 10000".
+    history = thread(
+        "who approves an expense claim of 5000?",
+        "Your manager and your department head. [1]",
+        "what about for an expense claim of 10000?",
+        "Manager, department head and the VP Finance; money arrives within 10 business days of approval. [1]",
+    )
+    rewrite = condense_offline("how long until i get the money?", history)
+    assert "10000" not in rewrite and "5000" not in rewrite
+    assert "expense claim" in rewrite, rewrite
+
+
+def test_a_message_that_says_it_changes_topic_is_asked_as_it_stands() -> None:
+    history = thread("how do i roll back a deploy?", "lumen-ship rollback dispatch-api --to <release-id> [1]")
+    for marker in ("unrelated, but", "different topic:", "separate question:", "btw", "by the way,"):
+        assert switches_topic(f"{marker} how long is one on-call rotation?")
+        assert condense_offline(f"{marker} how long is one on-call rotation?", history) == (
+            "how long is one on-call rotation?"
+        )
+    assert not switches_topic("unrelated?")  # nothing after the marker: not a question of its own
+    assert not is_follow_up("btw what's the dress code?")
+
+
+def test_a_pronouns_word_after_a_determiner_names_a_thing() -> None:
+    # "and the it call?" became "the time call?": "it" was replaced by what the previous question asked about.
+    rewrite = condense_offline("and the it call?", thread("what time is the welcome session on day one?"))
+    assert "it call" in rewrite and "time call" not in rewrite, rewrite
+
+
+def test_a_pronoun_inside_a_contraction_is_a_pronoun() -> None:
+    assert is_follow_up("what should we watch until it's done?")
+    rewrite = condense_offline("what should we watch until it's done?", thread("how long does the rebuild take?"))
+    assert "rebuild" in rewrite, rewrite
+
+
+def test_a_word_that_points_back_or_a_noun_the_thread_just_used_makes_a_follow_up() -> None:
+    offline = thread("how long can the driver app work offline?", "Up to 72 hours before it requires a sync. [1]")
+    assert refers_back("what happens to the photos taken meanwhile?", offline)
+    assert "offline" in condense_offline("what happens to the photos taken meanwhile?", offline)
+    abroad = thread("can i work from abroad?", "Submit the Work From Anywhere form (WFA-2) in the People portal. [1]")
+    assert refers_back("how early do i have to file the form?", abroad)
+    assert "abroad" in condense_offline("how early do i have to file the form?", abroad)
+    # A definite noun the thread did not use is a question of its own.
+    assert not refers_back("what's the dress code at the austin office?", abroad)
+    assert condense_offline("how early do i file the taxes?", abroad) == "how early do i file the taxes?"
+
+
+def test_of_two_names_the_one_the_answer_never_writes_in_lower_case_is_swapped() -> None:
+    # "Read Vehicles" is a label: "vehicles" is also written in lower case, "Samsara" never is. It was
+    # "verizon (samsara integration match vehicles)", answered with Samsara's sentences.
+    history = thread(
+        "how does the samsara integration match vehicles?",
+        "Vehicles are matched by VIN. [1] Create a Samsara API token with the scopes Read Vehicles and Read "
+        "Locations. [1] One Samsara connection supports up to 500 vehicles. [1]",
+    )
+    assert condense_offline("what about verizon?", history) == "how does the verizon integration match vehicles?"
