@@ -303,11 +303,20 @@ def condense_offline(
     user_turns = [t.text for t in history if t.role == "user" and t.text.strip()]
     if user_turns and switches_topic(question):
         return _TOPIC_SWITCH.sub("", question, count=1).strip()
-    if not user_turns or not (is_follow_up(question) or (not has_cjk(question) and refers_back(question, history))):
+    # A definite noun points back only in a thread without a named subject: with one ("the album" in a thread about a
+    # band), the noun is the subject's, and the previous question's words would not say which.
+    unnamed = user_turns and not (main_subject(user_turns[-1]) or main_subject(user_turns[0]))
+    points_back = bool(unnamed) and not has_cjk(question) and refers_back(question, history)
+    if not user_turns or not (is_follow_up(question) or points_back):
         return question
+    if not is_follow_up(question):
+        # A question of its own that points back ("how early do I have to file the form?"): it is asked as it is,
+        # with the words of the thread's question to place it; none of its own words is swapped.
+        said = _previous_standalone(history, similarity)
+        carried = [w for w in content_words(said) if w not in question.lower() and not _AMOUNT.match(w)]
+        return f"{question.rstrip('?').strip()} ({' '.join(carried)})" if carried else question
     # "and everywhere else?" after "and in berlin?" after "what's the hotel cap in london?": in a thread of
-    # ellipses, the previous question as it stood alone, not its own ellipsis. A question with words of its own
-    # ("what does that mean?") takes the previous turn as it was asked.
+    # ellipses, the previous question as it stood alone, not its own ellipsis.
     previous = _previous_standalone(history, similarity)
     names_answered = _names_in_answer(history)
 
@@ -366,6 +375,10 @@ def condense_offline(
             return _POSSESSIVE_PRONOUNS.sub(f"{subject}'s", core, count=1)
         return _SUBJECT_PRONOUNS.sub(subject, core, count=1)
     topic = topic_of(previous) if subject is None and not conditional and _THING_PRONOUN.search(core) else None
+    if topic is None and subject is None and not conditional and _THING_PRONOUN.search(core) and pronouns_in(previous):
+        # "how do i claim it?" after "what can i spend it on?" after "how much is the wellness stipend?": a pronoun
+        # that follows a pronoun stands for the same thing, which the previous turn's own thread named.
+        topic = topic_of(_resolved_previous(history, similarity))
     resolved = _resolve_thing(core, topic) if topic else None
     if resolved:
         # "and who led it?" after "how much did we raise in the series A?": who led the series A;
@@ -759,16 +772,23 @@ _THE_REST = re.compile(
 
 def _previous_standalone(history: Sequence[Turn], similarity: Callable | None) -> str:
     """The latest user turn; condensed against the turns before it when it was an ellipsis itself ("and in
-    berlin?", "and Q2?"): a thread of ellipses, each completed by the one before. A turn with a pronoun
-    stays as asked: its own words place the thread better than a rewrite of a rewrite."""
+    berlin?", "and Q2?"): a thread of ellipses, each completed by the one before, whatever the new message's shape
+    ("by when do we have to take it?" after "and secondary?"). A turn with a pronoun stays as asked: its own words
+    place the thread better than a rewrite of a rewrite."""
     last = max(i for i, t in enumerate(history) if t.role == "user" and t.text.strip())
     text = history[last].text
-    if has_cjk(text) or not is_follow_up(text):
+    if has_cjk(text) or not (_CONNECTIVE.match(text) or compares(text)) or pronouns_in(text):
         return text
     completed = condense_offline(text, history[:last], similarity)
     # Only a question completed as a question ("what's the hotel cap in berlin?"); terms carried in brackets
     # ("for contractors (company match 401k)") are a search hint, and would be carried on into every later turn.
     return text if completed.rstrip("?？ ").endswith(")") else completed
+
+
+def _resolved_previous(history: Sequence[Turn], similarity: Callable | None) -> str:
+    """The latest user turn condensed against the turns before it."""
+    last = max(i for i, t in enumerate(history) if t.role == "user" and t.text.strip())
+    return condense_offline(history[last].text, history[:last], similarity)
 
 
 def _renumbered(core: str, previous: str) -> str | None:

@@ -81,3 +81,32 @@ def test_of_two_names_the_one_the_answer_never_writes_in_lower_case_is_swapped()
         "Locations. [1] One Samsara connection supports up to 500 vehicles. [1]",
     )
     assert condense_offline("what about verizon?", history) == "how does the verizon integration match vehicles?"
+
+
+def test_a_question_of_its_own_after_an_ellipsis_reads_the_ellipsis_as_it_stood_alone() -> None:
+    # It was "does it include taxes (berlin)": the previous turn, itself an ellipsis, was taken as it was typed.
+    history = thread(
+        "what's the hotel cap in london?",
+        "Tier 1 New York, San Francisco, London, Zurich $260 [1]",
+        "and in berlin?",
+        "Tier 2 Austin, Amsterdam, Rotterdam, Berlin, Chicago $190 [1]",
+    )
+    assert condense_offline("does it include taxes?", history) == "does the hotel cap in berlin include taxes?"
+
+
+def test_a_question_that_points_back_keeps_its_own_words() -> None:
+    # Pointing back adds the thread's words; it does not make the question an ellipsis whose words are swapped
+    # ("was the film popular" became "Did the film sell well").
+    history = thread("did the book sell well", "The book sold a million copies, and the film followed. [1]")
+    assert condense_offline("was the film popular", history) == "was the film popular (book sell well)"
+
+
+def test_in_a_thread_about_a_named_subject_a_definite_noun_is_the_subjects() -> None:
+    # CANARD: "the band" in a thread about Biffy Clyro is theirs; the previous question's words would not say so.
+    history = thread(
+        "Tell me about the band Biffy Clyro",
+        "Biffy Clyro are a Scottish rock band. [1]",
+        "Was the band popular during this time",
+        "Yes, the band was popular. [1]",
+    )
+    assert condense_offline("Is the band still together?", history) == "Is the band still together?"
