@@ -113,7 +113,9 @@ _NOT = r"(?:don['’]?t|do not|doesn['’]?t|does not|didn['’]?t|can['’]?t|c
 _WHAT_NEXT = re.compile(
     r"^\s*(?:and|but|so|ok(?:ay)?)?[\s,]*(?:what\s+)?(?:if|when)\s+"
     rf"(?:i|we|you|they|he|she|it|someone|nobody|no one)?\s*(?:{_NOT}|miss|fail|forget)\b"
-    r"|\bwhat happens (?:next|then|after(?:wards)?|if not)\b|\b(?:and|what happens) then\b|\bthen what\b"
+    # "what happens after?" asks for the next step; "what happens after the last one fails?" names its own event.
+    r"|\bwhat happens (?:next|then|if not)\b|\bwhat happens after(?:wards| that| this)?\s*[?.!]*$"
+    r"|\b(?:and|what happens) then\b|\bthen what\b"
     r"|\bwhat(?:['’]s| is| comes) next\b|\bif not\b",
     re.I,
 )
@@ -364,7 +366,10 @@ def condense_offline(
     action = None if conditional else _resolve_action(core, previous)
     if action:
         return action  # "how do I do that?" after "can I carry over vacation days?"
-    name = None if conditional else answer_entity(previous, history)
+    # "what happens when it ends?" after "which plan is it on?": a pronoun that the previous question used too
+    # still stands for the thread's thing, not for the name the answer gave.
+    same_pronoun = set(pronouns_in(core)) & set(pronouns_in(user_turns[-1]))
+    name = None if conditional or same_pronoun else answer_entity(previous, history)
     resolved = _resolve_person(core, name, previous) if name else None
     if resolved:
         return resolved  # "when did they invest?" after "who led the series A?" → "Ridgeway Partners …"
@@ -375,10 +380,11 @@ def condense_offline(
             return _POSSESSIVE_PRONOUNS.sub(f"{subject}'s", core, count=1)
         return _SUBJECT_PRONOUNS.sub(subject, core, count=1)
     topic = topic_of(previous) if subject is None and not conditional and _THING_PRONOUN.search(core) else None
-    if topic is None and subject is None and not conditional and _THING_PRONOUN.search(core) and pronouns_in(previous):
+    chained = subject is None and not conditional and (same_pronoun or (topic is None and pronouns_in(previous)))
+    if chained and len(user_turns) > 1 and _THING_PRONOUN.search(core) and not pronouns_in(user_turns[-2]):
         # "how do i claim it?" after "what can i spend it on?" after "how much is the wellness stipend?": a pronoun
-        # that follows a pronoun stands for the same thing, which the previous turn's own thread named.
-        topic = topic_of(_resolved_previous(history, similarity))
+        # that follows a pronoun stands for the same thing, the one the question before them named.
+        topic = topic_of(user_turns[-2]) or topic
     resolved = _resolve_thing(core, topic) if topic else None
     if resolved:
         # "and who led it?" after "how much did we raise in the series A?": who led the series A;
@@ -783,12 +789,6 @@ def _previous_standalone(history: Sequence[Turn], similarity: Callable | None) -
     # Only a question completed as a question ("what's the hotel cap in berlin?"); terms carried in brackets
     # ("for contractors (company match 401k)") are a search hint, and would be carried on into every later turn.
     return text if completed.rstrip("?？ ").endswith(")") else completed
-
-
-def _resolved_previous(history: Sequence[Turn], similarity: Callable | None) -> str:
-    """The latest user turn condensed against the turns before it."""
-    last = max(i for i, t in enumerate(history) if t.role == "user" and t.text.strip())
-    return condense_offline(history[last].text, history[:last], similarity)
 
 
 def _renumbered(core: str, previous: str) -> str | None:

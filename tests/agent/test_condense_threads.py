@@ -4,7 +4,7 @@ one, and a message can point back without a pronoun ("the form", "meanwhile").""
 
 from __future__ import annotations
 
-from bot.agent.condense import condense_offline, is_follow_up, refers_back, switches_topic
+from bot.agent.condense import asks_what_next, condense_offline, is_follow_up, refers_back, switches_topic
 from bot.agent.models import Turn
 
 
@@ -110,3 +110,25 @@ def test_in_a_thread_about_a_named_subject_a_definite_noun_is_the_subjects() -> 
         "Yes, the band was popular. [1]",
     )
     assert condense_offline("Is the band still together?", history) == "Is the band still together?"
+
+
+def test_a_pronoun_the_previous_question_used_too_is_not_the_answers_name() -> None:
+    # It was "what happens when Growth ends?": "it" was the trial in both questions, not the plan the answer named.
+    history = thread(
+        "how long is the free trial?",
+        "Every new account starts with a 14-day free trial of the Growth plan. [1]",
+        "which plan is it on?",
+        "Every new account starts with a 14-day free trial of the Growth plan. [1]",
+    )
+    assert condense_offline("what happens when it ends?", history) == "what happens when the free trial ends?"
+
+
+def test_what_happens_after_an_event_it_names_is_not_the_bare_next_step() -> None:
+    # It was "What happens after webhook retries go?": the event the question named ("the last one fails") was lost.
+    assert asks_what_next("what happens after?") and asks_what_next("and what happens after that?")
+    assert not asks_what_next("what happens after the last one fails?")
+    history = thread(
+        "how long do webhook retries go on for?", "Failed deliveries are retried up to 8 times over 24 hours. [1]"
+    )
+    rewrite = condense_offline("what happens after the last one fails?", history)
+    assert rewrite.startswith("what happens after the last one fails") and "webhook" in rewrite, rewrite
