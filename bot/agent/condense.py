@@ -138,7 +138,6 @@ _ASKED_ABOUT = re.compile(
 )
 
 
-_NOT_USED = re.compile(rf"\b{_NOT}\s+(?:use|spend|take|claim|redeem)\b", re.I)
 _MODALS = frozenset(["need", "needs", "have", "has", "must", "required", "supposed", "allowed", "able"])
 
 
@@ -354,9 +353,7 @@ def condense_offline(
             # names no thing.
             topic = topic_of(previous, named_only=True)
             if topic:
-                # What is not used or spent, a policy calls "unused" ("Unused budget does not roll over").
-                unused = " (unused)" if _NOT_USED.search(condition) else ""
-                return f"What happens to {topic} {condition}?{unused}"
+                return f"What happens to {topic} {condition}?"
             return f"{previous.strip().rstrip('?？.').strip()} {condition}?"
         return f"What happens after {asked}?"  # "and then what?"
     if _CONNECTIVE.match(question) and _stands_alone(core):
