@@ -381,7 +381,7 @@ def condense_offline(
     if chained and len(user_turns) > 1 and _THING_PRONOUN.search(core) and not pronouns_in(user_turns[-2]):
         # "how do i claim it?" after "what can i spend it on?" after "how much is the wellness stipend?": a pronoun
         # that follows a pronoun stands for the same thing, the one the question before them named.
-        topic = topic_of(user_turns[-2]) or topic
+        topic = topic_of(user_turns[-2], named_only=True) or topic
     resolved = _resolve_thing(core, topic) if topic else None
     if resolved:
         # "and who led it?" after "how much did we raise in the series A?": who led the series A;

@@ -132,3 +132,15 @@ def test_what_happens_after_an_event_it_names_is_not_the_bare_next_step() -> Non
     )
     rewrite = condense_offline("what happens after the last one fails?", history)
     assert rewrite.startswith("what happens after the last one fails") and "webhook" in rewrite, rewrite
+
+
+def test_a_pronoun_chain_takes_only_a_thing_the_first_question_asked_about() -> None:
+    # MTRAG: "how did it end?" became "how did a different name end?" — the first noun phrase of a yes/no question
+    # is not what its pronouns stand for.
+    history = thread(
+        "did the war have a different name?",
+        "It was also called the Great War. [1]",
+        "when did it start?",
+        "It started in 1914. [1]",
+    )
+    assert "different name" not in condense_offline("how did it end?", history)
