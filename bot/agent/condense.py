@@ -244,11 +244,17 @@ _POINTS_BACK = re.compile(
 _DEFINITE = re.compile(r"\bthe\s+((?:[\w'’-]+\s+){0,2}[\w'’-]+)", re.I)
 
 
+# A question that says this much is about what it says ("could you shed light on the key aspects of…").
+MAX_POINTING_WORDS = 5
+
+
 def refers_back(question: str, history: Sequence[Turn]) -> bool:
     """Whether a message points at what the thread just said: a word that points back, or a definite noun phrase
     ("the form") whose words the latest question or answer used."""
     if _POINTS_BACK.search(question):
         return True
+    if main_subject(question) or len(content_words(question)) > MAX_POINTING_WORDS:
+        return False  # "…the power wielded by the Prime Minister's office?" names what it asks about
     said = set()
     for turn in history[-2:] if history else []:
         said |= {w for w in raw_tokens(turn.text) if w not in STOPWORDS}

@@ -144,3 +144,11 @@ def test_a_pronoun_chain_takes_only_a_thing_the_first_question_asked_about() -> 
         "It started in 1914. [1]",
     )
     assert "different name" not in condense_offline("how did it end?", history)
+
+
+def test_a_question_that_names_its_own_subject_does_not_point_back() -> None:
+    # MTRAG: "the key aspects" shares "key" with "a session key", but the question names what it asks about.
+    history = thread("how is a session key exchanged between a client and server?", "With a TLS handshake. [1]")
+    question = "Could you shed light on the key aspects of the power wielded by the Prime Minister's office?"
+    assert not refers_back(question, history)
+    assert condense_offline(question, history) == question
