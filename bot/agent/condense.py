@@ -47,6 +47,13 @@ _PRONOUNS = {
     "there",
     "one",
     "ones",
+    # "what should we watch until it's done?": a pronoun inside a contraction is still the pronoun.
+    "it's",
+    "it’s",
+    "that's",
+    "that’s",
+    "they're",
+    "they’re",
 }
 # "Is there a limit?" refers to nothing: existential "there" is not the pronoun "there"
 # ("what's the office like there?").
@@ -54,8 +61,10 @@ _EXISTENTIAL_THERE = re.compile(
     r"\b(?:is|are|was|were|will|would|be)\s+there\b|\bthere\s+(?:is|are|was|were|be|will|would|has|have|had)\b|\bthere['’]s\b",
     re.I,
 )
-_SUBJECT_PRONOUNS = re.compile(r"\b(it|they|them|he|she|him|her|this|that)\b", re.I)
-_POSSESSIVE_PRONOUNS = re.compile(r"\b(its|their|his|her)\b", re.I)
+# A pronoun's word after a determiner names a thing: "and the it call?" asks about the IT call.
+_AFTER_DETERMINER = r"(?<!\bthe\s)(?<!\ba\s)(?<!\ban\s)(?<!\bmy\s)(?<!\bour\s)(?<!\byour\s)"
+_SUBJECT_PRONOUNS = re.compile(_AFTER_DETERMINER + r"\b(it|they|them|he|she|him|her|this|that)\b", re.I)
+_POSSESSIVE_PRONOUNS = re.compile(_AFTER_DETERMINER + r"\b(its|their|his|her)\b", re.I)
 _CJK_PRONOUN = re.compile(r"(它们|它|他们|她们|(?<![其])他|她|这个|那个|其(?![他它余]))")  # 其他城市: other cities
 # A Chinese follow-up: one that adds a condition ("如果超过90天呢？"), ends on 呢 ("当天往返的呢？"), or has no
 # subject of its own — no noun of two characters or more ("什么时候充到卡里？", "丢了怎么办").
@@ -104,7 +113,9 @@ _NOT = r"(?:don['’]?t|do not|doesn['’]?t|does not|didn['’]?t|can['’]?t|c
 _WHAT_NEXT = re.compile(
     r"^\s*(?:and|but|so|ok(?:ay)?)?[\s,]*(?:what\s+)?(?:if|when)\s+"
     rf"(?:i|we|you|they|he|she|it|someone|nobody|no one)?\s*(?:{_NOT}|miss|fail|forget)\b"
-    r"|\bwhat happens (?:next|then|after(?:wards)?|if not)\b|\b(?:and|what happens) then\b|\bthen what\b"
+    # "what happens after?" asks for the next step; "what happens after the last one fails?" names its own event.
+    r"|\bwhat happens (?:next|then|if not)\b|\bwhat happens after(?:wards| that| this)?\s*[?.!]*$"
+    r"|\b(?:and|what happens) then\b|\bthen what\b"
     r"|\bwhat(?:['’]s| is| comes) next\b|\bif not\b",
     re.I,
 )
@@ -127,7 +138,6 @@ _ASKED_ABOUT = re.compile(
 )
 
 
-_NOT_USED = re.compile(rf"\b{_NOT}\s+(?:use|spend|take|claim|redeem)\b", re.I)
 _MODALS = frozenset(["need", "needs", "have", "has", "must", "required", "supposed", "allowed", "able"])
 
 
@@ -198,7 +208,66 @@ def compares(question: str) -> bool:
     return bool(_COMPARISON.search(question)) and len(content_words(question)) <= MAX_COMPARISON_WORDS
 
 
+def pronouns_in(text: str) -> list[str]:
+    """The pronouns of a message: not existential "there", not a pronoun's word after a determiner ("the it call")."""
+    tokens = raw_tokens(_EXISTENTIAL_THERE.sub(" ", text))
+    return [
+        t
+        for i, t in enumerate(tokens)
+        if t in _PRONOUNS and (i == 0 or tokens[i - 1] not in _DETERMINERS or t == "one")
+    ]
+
+
+# "unrelated, but …", "different topic: …", "btw …": the message says itself that it starts a new question.
+_TOPIC_SWITCH = re.compile(
+    r"^\s*(?:unrelated|(?:on\s+)?(?:a\s+)?(?:different|separate|another|new|other)\s+(?:topic|question|thing)|"
+    r"off[\s-]topic|btw|by the way|changing (?:the )?(?:topic|subject))\b[\s,:;.!—–-]*(?:but\b[\s,]*)?",
+    re.I,
+)
+
+
+def switches_topic(question: str) -> bool:
+    """Whether a message says it asks something new ("unrelated, but what vpn do I use?")."""
+    match = _TOPIC_SWITCH.match(question)
+    return bool(match) and bool(question[match.end() :].strip(" ?"))
+
+
+# Words that point back to what was just said: "what happens to the photos taken meanwhile?", "and if they upgrade
+# instead?", "does that apply to contractors too?".
+_POINTS_BACK = re.compile(
+    r"\b(?:meanwhile|in the meantime|in that case|in the same way|afterwards)\b"
+    r"|\b(?:instead|too|as well|either)\s*[?.!]*$",
+    re.I,
+)
+# "how early do I have to file the form?" after an answer about the Work From Anywhere form: a definite noun the thread
+# has just used is the thing it used it for.
+_DEFINITE = re.compile(r"\bthe\s+((?:[\w'’-]+\s+){0,2}[\w'’-]+)", re.I)
+
+
+# A question that says this much is about what it says ("could you shed light on the key aspects of…").
+MAX_POINTING_WORDS = 5
+
+
+def refers_back(question: str, history: Sequence[Turn]) -> bool:
+    """Whether a message points at what the thread just said: a word that points back, or a definite noun phrase
+    ("the form") whose words the latest question or answer used."""
+    if _POINTS_BACK.search(question):
+        return True
+    if main_subject(question) or len(content_words(question)) > MAX_POINTING_WORDS:
+        return False  # "…the power wielded by the Prime Minister's office?" names what it asks about
+    said = set()
+    for turn in history[-2:] if history else []:
+        said |= {w for w in raw_tokens(turn.text) if w not in STOPWORDS}
+    for match in _DEFINITE.finditer(question):
+        words = [w for w in raw_tokens(match.group(1)) if w not in STOPWORDS and w not in _QUESTION_WORDS]
+        if words and words[0] in said:
+            return True
+    return False
+
+
 def is_follow_up(question: str) -> bool:
+    if switches_topic(question):
+        return False
     if (
         _CORRECTION.match(question)
         or _CONNECTIVE.match(question)
@@ -208,10 +277,9 @@ def is_follow_up(question: str) -> bool:
         return True
     if not has_cjk(question) and asks_what_next(question) and len(content_words(question)) <= 2:  # "what's next?"
         return True
-    tokens = raw_tokens(_EXISTENTIAL_THERE.sub(" ", question))
     if has_cjk(question):
         return bool(_CJK_PRONOUN.search(question)) or len(question.strip()) <= 6 or _cjk_elliptic(question)
-    if any(t in _PRONOUNS for t in tokens):
+    if pronouns_in(question):
         return True
     return len(content_words(question)) <= 1
 
@@ -240,13 +308,23 @@ def condense_offline(
     question = question.strip()
     history = list(history[-MAX_HISTORY_TURNS:])
     user_turns = [t.text for t in history if t.role == "user" and t.text.strip()]
-    if not user_turns or not is_follow_up(question):
+    if user_turns and switches_topic(question):
+        return _TOPIC_SWITCH.sub("", question, count=1).strip()
+    # A definite noun points back only in a thread without a named subject: with one ("the album" in a thread about a
+    # band), the noun is the subject's, and the previous question's words would not say which.
+    unnamed = user_turns and not (main_subject(user_turns[-1]) or main_subject(user_turns[0]))
+    points_back = bool(unnamed) and not has_cjk(question) and refers_back(question, history)
+    if not user_turns or not (is_follow_up(question) or points_back):
         return question
+    if not is_follow_up(question):
+        # A question of its own that points back ("how early do I have to file the form?"): it is asked as it is,
+        # with the words of the thread's question to place it; none of its own words is swapped.
+        said = _previous_standalone(history, similarity)
+        carried = [w for w in content_words(said) if w not in question.lower() and not _AMOUNT.match(w)]
+        return f"{question.rstrip('?').strip()} ({' '.join(carried)})" if carried else question
     # "and everywhere else?" after "and in berlin?" after "what's the hotel cap in london?": in a thread of
-    # ellipses, the previous question as it stood alone, not its own ellipsis. A question with words of its own
-    # ("what does that mean?") takes the previous turn as it was asked.
-    ellipsis = bool(_CONNECTIVE.match(question)) or compares(question)
-    previous = _previous_standalone(history, similarity) if ellipsis else user_turns[-1]
+    # ellipses, the previous question as it stood alone, not its own ellipsis.
+    previous = _previous_standalone(history, similarity)
     names_answered = _names_in_answer(history)
 
     if has_cjk(question) or has_cjk(previous):
@@ -281,9 +359,7 @@ def condense_offline(
             # names no thing.
             topic = topic_of(previous, named_only=True)
             if topic:
-                # What is not used or spent, a policy calls "unused" ("Unused budget does not roll over").
-                unused = " (unused)" if _NOT_USED.search(condition) else ""
-                return f"What happens to {topic} {condition}?{unused}"
+                return f"What happens to {topic} {condition}?"
             return f"{previous.strip().rstrip('?？.').strip()} {condition}?"
         return f"What happens after {asked}?"  # "and then what?"
     if _CONNECTIVE.match(question) and _stands_alone(core):
@@ -293,7 +369,10 @@ def condense_offline(
     action = None if conditional else _resolve_action(core, previous)
     if action:
         return action  # "how do I do that?" after "can I carry over vacation days?"
-    name = None if conditional else answer_entity(previous, history)
+    # "what happens when it ends?" after "which plan is it on?": a pronoun that the previous question used too
+    # still stands for the thread's thing, not for the name the answer gave.
+    same_pronoun = set(pronouns_in(core)) & set(pronouns_in(user_turns[-1]))
+    name = None if conditional or same_pronoun else answer_entity(previous, history)
     resolved = _resolve_person(core, name, previous) if name else None
     if resolved:
         return resolved  # "when did they invest?" after "who led the series A?" → "Ridgeway Partners …"
@@ -304,6 +383,11 @@ def condense_offline(
             return _POSSESSIVE_PRONOUNS.sub(f"{subject}'s", core, count=1)
         return _SUBJECT_PRONOUNS.sub(subject, core, count=1)
     topic = topic_of(previous) if subject is None and not conditional and _THING_PRONOUN.search(core) else None
+    chained = subject is None and not conditional and (same_pronoun or (topic is None and pronouns_in(previous)))
+    if chained and len(user_turns) > 1 and _THING_PRONOUN.search(core) and not pronouns_in(user_turns[-2]):
+        # "how do i claim it?" after "what can i spend it on?" after "how much is the wellness stipend?": a pronoun
+        # that follows a pronoun stands for the same thing, the one the question before them named.
+        topic = topic_of(user_turns[-2], named_only=True) or topic
     resolved = _resolve_thing(core, topic) if topic else None
     if resolved:
         # "and who led it?" after "how much did we raise in the series A?": who led the series A;
@@ -335,9 +419,14 @@ def condense_offline(
     if not old_names and bare:
         # A thread typed in lower case ("how much is starter per truck?"): the answer says which words are
         # names, and the follow-up's bare word is the name it now asks about ("and growth?").
-        old_names = [w for w in content_words(previous) if w in names_answered]
+        old_names = _proper_names([w for w in content_words(previous) if w in names_answered], history)
         new_names = new_names or (bare if old_names else [])
-    replacements = _replacements(new_words, carried, similarity, new_names, old_names) if new_words and carried else {}
+    # A word the previous question said already replaces none of its other words ("and if it's approved on the
+    # 25th?" after "when do approved expenses get paid out?"); a pronoun refers to the previous thing, it does not
+    # swap it ("by when do we have to take it?").
+    fresh = [w for w in new_words if w not in content_words(previous)]
+    swaps = fresh and carried and (bool(_CONNECTIVE.match(question)) or not pronouns_in(core))
+    replacements = _replacements(fresh, carried, similarity, new_names, old_names) if swaps else {}
     # "after five years" measures the previous question's thing, it does not replace "days" by "years".
     measures = _quantified(new_words, core) - _quantified(carried, previous)
     replacements = {old: new for old, new in replacements.items() if new not in measures}
@@ -364,13 +453,16 @@ def condense_offline(
             new_text = original.group(0) if original else new
             rewritten = re.sub(rf"\b{re.escape(old)}\b", lambda _m, t=new_text: t, rewritten, count=1, flags=re.I)
         return rewritten
-    carried = [w for w in carried if w not in replacements]
+    # The previous question's values ("an expense claim of 10000") were its own; the thread's topic is its words.
+    carried = [w for w in carried if w not in replacements and not _AMOUNT.match(w)]
     if not carried:
         return core or question
     return f"{core.rstrip('?').strip()} ({' '.join(carried)})" if core else " ".join(carried)
 
 
 MAX_SUBSTITUTION_WORDS = 3
+# A value, not a name: "10000", "$1,500", "25th" (a code such as "sev3" or "401k" names a thing).
+_AMOUNT = re.compile(r"^\$?\d[\d,.]*(?:st|nd|rd|th)?$")
 # "and how do I book a meeting room?" asks a question of its own; "so when should i not deploy classic?" (two words)
 # still leans on the thread.
 MIN_OWN_QUESTION_WORDS = 3
@@ -471,7 +563,7 @@ def _plural(phrase: str) -> bool:
     return last.endswith("s") and not last.endswith(("ss", "us", "is"))
 
 
-_THING_PRONOUN = re.compile(r"\b(it|its|that|this|they|them|their)\b", re.I)
+_THING_PRONOUN = re.compile(_AFTER_DETERMINER + r"\b(it|its|that|this|they|them|their)\b", re.I)
 
 
 def _resolve_thing(core: str, topic: str) -> str | None:
@@ -689,13 +781,12 @@ _THE_REST = re.compile(
 
 def _previous_standalone(history: Sequence[Turn], similarity: Callable | None) -> str:
     """The latest user turn; condensed against the turns before it when it was an ellipsis itself ("and in
-    berlin?", "and Q2?"): a thread of ellipses, each completed by the one before. A turn with a pronoun
-    stays as asked: its own words place the thread better than a rewrite of a rewrite."""
+    berlin?", "and Q2?"): a thread of ellipses, each completed by the one before, whatever the new message's shape
+    ("by when do we have to take it?" after "and secondary?"). A turn with a pronoun stays as asked: its own words
+    place the thread better than a rewrite of a rewrite."""
     last = max(i for i, t in enumerate(history) if t.role == "user" and t.text.strip())
     text = history[last].text
-    tokens = raw_tokens(_EXISTENTIAL_THERE.sub(" ", text))
-    ellipsis = bool(_CONNECTIVE.match(text)) or compares(text)
-    if not ellipsis or has_cjk(text) or any(t in _PRONOUNS for t in tokens):
+    if has_cjk(text) or not (_CONNECTIVE.match(text) or compares(text)) or pronouns_in(text):
         return text
     completed = condense_offline(text, history[:last], similarity)
     # Only a question completed as a question ("what's the hotel cap in berlin?"); terms carried in brackets
@@ -725,6 +816,15 @@ def _names_in_answer(history: Sequence[Turn]) -> set[str]:
     names = {m.group(1).lower() for m in re.finditer(r"(?<=[\w,;(] )([A-Z][a-z][\w-]*)\b", text)}
     names |= {m.group(1).lower() for m in re.finditer(r"(?:^|[.;!?\]]\s+)([A-Z][a-z][\w-]*):", text)}
     return names - STOPWORDS - _QUESTION_WORDS
+
+
+def _proper_names(names: list[str], history: Sequence[Turn]) -> list[str]:
+    """Of several names, the ones the latest answer never writes in lower case: "Samsara", not the label "Read
+    Vehicles" of a text that also says "500 vehicles"."""
+    if len(names) < 2:
+        return names
+    lower = set(re.findall(r"\b[a-z][\w-]*\b", _latest_answer(history)))
+    return [w for w in names if w not in lower] or names
 
 
 def _bare_entity(core: str, new_words: list[str]) -> list[str]:

@@ -50,7 +50,7 @@ def test_a_like_for_like_swap_still_replaces() -> None:
             "what if I don't spend it all?",
             "what's the learning budget per year?",
             # It was "what's the learning budget per year if I don't spend it all?", which asked the amount again.
-            "What happens to the learning budget if I don't spend it all? (unused)",
+            "What happens to the learning budget if I don't spend it all?",
         ),
         ("and then what?", "how long does a release sit on staging?", "What happens after release sit staging?"),
         ("and if not?", "Must the canary pass before promotion?", "What happens if not canary pass promotion?"),
@@ -215,7 +215,7 @@ def test_a_pronoun_can_stand_for_the_name_the_previous_answer_gave() -> None:
         (
             "what if I don't use it all in the first year?",
             "how long is paid leave for the secondary caregiver?",
-            "What happens to paid leave for the secondary caregiver if I don't use it all in the first year? (unused)",
+            "What happens to paid leave for the secondary caregiver if I don't use it all in the first year?",
         ),
         # A deadline it does not name: the previous question, under the condition.
         (

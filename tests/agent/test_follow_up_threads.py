@@ -38,3 +38,15 @@ def test_if_i_dont_finds_what_follows_when_the_answer_said_what_must_be_done(off
     assert "acknowledge within 5 minutes" in answer.standalone_query
     assert answer.status == "answered"
     assert "secondary on-call" in answer.answer, answer.answer
+
+
+def test_a_condition_that_repeats_a_word_of_the_question_swaps_none_of_its_words(offline_engine) -> None:
+    # It was "when do approved expenses get approved out?": "approved", which the question had said already, was
+    # taken for the word that replaces "paid".
+    history = [
+        Turn("user", "when do approved expenses get paid out?"),
+        Turn("assistant", "Claims approved by the 20th of a month are paid with that month's payroll. [1]"),
+    ]
+    assert offline_engine.standalone_query("and if it's approved on the 25th?", history) == (
+        "when do approved expenses get paid out if it's approved on the 25th?"
+    )

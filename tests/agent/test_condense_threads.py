@@ -1,0 +1,154 @@
+"""The offline condenser on general thread shapes found by the enlarged company dev set (benchmarks/company/
+questions/threads.jsonl): a thread's state is its last standalone question, a message can say it starts a new
+one, and a message can point back without a pronoun ("the form", "meanwhile")."""
+
+from __future__ import annotations
+
+from bot.agent.condense import asks_what_next, condense_offline, is_follow_up, refers_back, switches_topic
+from bot.agent.models import Turn
+
+
+def thread(*turns: str) -> list[Turn]:
+    """User and assistant turns, alternating, the user first."""
+    return [Turn("user" if i % 2 == 0 else "assistant", text) for i, text in enumerate(turns)]
+
+
+def test_a_pronoun_after_a_follow_up_stands_for_the_threads_thing_not_the_follow_ups_words() -> None:
+    # It was "how do i claim it (spend)": the previous turn, itself a follow-up, was taken as it was typed.
+    history = thread(
+        "how much is the wellness stipend?",
+        "Wellness stipend: $60 per month for gym memberships or fitness classes. [1]",
+        "what can i spend it on?",
+        "Gym memberships, fitness classes, sports equipment or meditation apps. [1]",
+    )
+    assert condense_offline("how do i claim it?", history) == "how do i claim the wellness stipend?"
+
+
+def test_the_previous_questions_amounts_are_not_carried_into_a_new_question() -> None:
+    # "how long until i get the money (10000)" was refused: "the knowledge base never mentions 10000".
+    history = thread(
+        "who approves an expense claim of 5000?",
+        "Your manager and your department head. [1]",
+        "what about for an expense claim of 10000?",
+        "Manager, department head and the VP Finance; money arrives within 10 business days of approval. [1]",
+    )
+    rewrite = condense_offline("how long until i get the money?", history)
+    assert "10000" not in rewrite and "5000" not in rewrite
+    assert "expense claim" in rewrite, rewrite
+
+
+def test_a_message_that_says_it_changes_topic_is_asked_as_it_stands() -> None:
+    history = thread("how do i roll back a deploy?", "lumen-ship rollback dispatch-api --to <release-id> [1]")
+    for marker in ("unrelated, but", "different topic:", "separate question:", "btw", "by the way,"):
+        assert switches_topic(f"{marker} how long is one on-call rotation?")
+        assert condense_offline(f"{marker} how long is one on-call rotation?", history) == (
+            "how long is one on-call rotation?"
+        )
+    assert not switches_topic("unrelated?")  # nothing after the marker: not a question of its own
+    assert not is_follow_up("btw what's the dress code?")
+
+
+def test_a_pronouns_word_after_a_determiner_names_a_thing() -> None:
+    # "and the it call?" became "the time call?": "it" was replaced by what the previous question asked about.
+    rewrite = condense_offline("and the it call?", thread("what time is the welcome session on day one?"))
+    assert "it call" in rewrite and "time call" not in rewrite, rewrite
+
+
+def test_a_pronoun_inside_a_contraction_is_a_pronoun() -> None:
+    assert is_follow_up("what should we watch until it's done?")
+    rewrite = condense_offline("what should we watch until it's done?", thread("how long does the rebuild take?"))
+    assert "rebuild" in rewrite, rewrite
+
+
+def test_a_word_that_points_back_or_a_noun_the_thread_just_used_makes_a_follow_up() -> None:
+    offline = thread("how long can the driver app work offline?", "Up to 72 hours before it requires a sync. [1]")
+    assert refers_back("what happens to the photos taken meanwhile?", offline)
+    assert "offline" in condense_offline("what happens to the photos taken meanwhile?", offline)
+    abroad = thread("can i work from abroad?", "Submit the Work From Anywhere form (WFA-2) in the People portal. [1]")
+    assert refers_back("how early do i have to file the form?", abroad)
+    assert "abroad" in condense_offline("how early do i have to file the form?", abroad)
+    # A definite noun the thread did not use is a question of its own.
+    assert not refers_back("what's the dress code at the austin office?", abroad)
+    assert condense_offline("how early do i file the taxes?", abroad) == "how early do i file the taxes?"
+
+
+def test_of_two_names_the_one_the_answer_never_writes_in_lower_case_is_swapped() -> None:
+    # "Read Vehicles" is a label: "vehicles" is also written in lower case, "Samsara" never is. It was
+    # "verizon (samsara integration match vehicles)", answered with Samsara's sentences.
+    history = thread(
+        "how does the samsara integration match vehicles?",
+        "Vehicles are matched by VIN. [1] Create a Samsara API token with the scopes Read Vehicles and Read "
+        "Locations. [1] One Samsara connection supports up to 500 vehicles. [1]",
+    )
+    assert condense_offline("what about verizon?", history) == "how does the verizon integration match vehicles?"
+
+
+def test_a_question_of_its_own_after_an_ellipsis_reads_the_ellipsis_as_it_stood_alone() -> None:
+    # It was "does it include taxes (berlin)": the previous turn, itself an ellipsis, was taken as it was typed.
+    history = thread(
+        "what's the hotel cap in london?",
+        "Tier 1 New York, San Francisco, London, Zurich $260 [1]",
+        "and in berlin?",
+        "Tier 2 Austin, Amsterdam, Rotterdam, Berlin, Chicago $190 [1]",
+    )
+    assert condense_offline("does it include taxes?", history) == "does the hotel cap in berlin include taxes?"
+
+
+def test_a_question_that_points_back_keeps_its_own_words() -> None:
+    # Pointing back adds the thread's words; it does not make the question an ellipsis whose words are swapped
+    # ("was the film popular" became "Did the film sell well").
+    history = thread("did the book sell well", "The book sold a million copies, and the film followed. [1]")
+    assert condense_offline("was the film popular", history) == "was the film popular (book sell well)"
+
+
+def test_in_a_thread_about_a_named_subject_a_definite_noun_is_the_subjects() -> None:
+    # CANARD: "the band" in a thread about Biffy Clyro is theirs; the previous question's words would not say so.
+    history = thread(
+        "Tell me about the band Biffy Clyro",
+        "Biffy Clyro are a Scottish rock band. [1]",
+        "Was the band popular during this time",
+        "Yes, the band was popular. [1]",
+    )
+    assert condense_offline("Is the band still together?", history) == "Is the band still together?"
+
+
+def test_a_pronoun_the_previous_question_used_too_is_not_the_answers_name() -> None:
+    # It was "what happens when Growth ends?": "it" was the trial in both questions, not the plan the answer named.
+    history = thread(
+        "how long is the free trial?",
+        "Every new account starts with a 14-day free trial of the Growth plan. [1]",
+        "which plan is it on?",
+        "Every new account starts with a 14-day free trial of the Growth plan. [1]",
+    )
+    assert condense_offline("what happens when it ends?", history) == "what happens when the free trial ends?"
+
+
+def test_what_happens_after_an_event_it_names_is_not_the_bare_next_step() -> None:
+    # It was "What happens after webhook retries go?": the event the question named ("the last one fails") was lost.
+    assert asks_what_next("what happens after?") and asks_what_next("and what happens after that?")
+    assert not asks_what_next("what happens after the last one fails?")
+    history = thread(
+        "how long do webhook retries go on for?", "Failed deliveries are retried up to 8 times over 24 hours. [1]"
+    )
+    rewrite = condense_offline("what happens after the last one fails?", history)
+    assert rewrite.startswith("what happens after the last one fails") and "webhook" in rewrite, rewrite
+
+
+def test_a_pronoun_chain_takes_only_a_thing_the_first_question_asked_about() -> None:
+    # MTRAG: "how did it end?" became "how did a different name end?" — the first noun phrase of a yes/no question
+    # is not what its pronouns stand for.
+    history = thread(
+        "did the war have a different name?",
+        "It was also called the Great War. [1]",
+        "when did it start?",
+        "It started in 1914. [1]",
+    )
+    assert "different name" not in condense_offline("how did it end?", history)
+
+
+def test_a_question_that_names_its_own_subject_does_not_point_back() -> None:
+    # MTRAG: "the key aspects" shares "key" with "a session key", but the question names what it asks about.
+    history = thread("how is a session key exchanged between a client and server?", "With a TLS handshake. [1]")
+    question = "Could you shed light on the key aspects of the power wielded by the Prime Minister's office?"
+    assert not refers_back(question, history)
+    assert condense_offline(question, history) == question
