@@ -152,9 +152,11 @@ def _drain(deps: SlackDeps, grace_s: float) -> None:
 
 
 def _warm_up(bot: KnowledgeBot) -> None:
-    """Load the embedding model and indexes before the first question arrives."""
+    """Load the embedding model and indexes before the first question arrives, then the chunker before the
+    first upload."""
     try:
         bot.warm_up()
+        bot.warm_up_ingest()
     except Exception as exc:
         log.info("warm-up skipped: %s", exc)
 
