@@ -280,8 +280,23 @@ def is_follow_up(question: str) -> bool:
     if has_cjk(question):
         return bool(_CJK_PRONOUN.search(question)) or len(question.strip()) <= 6 or _cjk_elliptic(question)
     if pronouns_in(question):
-        return True
+        return not _states_then_asks(question)
     return len(content_words(question)) <= 1
+
+
+# "A customer is getting unroutable_address back from the API - what does that mean?": a message that first says
+# what happened, then asks about it; its pronoun points at its own first clause, not at the thread.
+_STATED_THEN_ASKED = re.compile(r"^(?P<stated>[^?]+?)\s*(?:\s[-–—]\s|[,;:])\s*(?P<asked>[^,;:]+\?*)$")
+
+
+def _states_then_asks(question: str) -> bool:
+    match = _STATED_THEN_ASKED.match(question.strip())
+    return (
+        bool(match)
+        and not pronouns_in(match["stated"])
+        and len(content_words(match["stated"])) >= MIN_OWN_QUESTION_WORDS
+        and _asks_own_question(match["asked"])
+    )
 
 
 _NAME_PHRASE = re.compile(r"\b([A-Z][\w'’-]+(?:\s+(?:of|the|de|van|von)?\s*[A-Z][\w'’-]+)+)")

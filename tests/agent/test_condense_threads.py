@@ -152,3 +152,17 @@ def test_a_question_that_names_its_own_subject_does_not_point_back() -> None:
     question = "Could you shed light on the key aspects of the power wielded by the Prime Minister's office?"
     assert not refers_back(question, history)
     assert condense_offline(question, history) == question
+
+
+def test_a_message_that_says_what_happened_then_asks_about_it_is_a_question_of_its_own() -> None:
+    history = [
+        Turn("user", "How does the company match 401k contributions?"),
+        Turn("assistant", "The company matches 100% of the first 4% of salary you contribute. [1]"),
+    ]
+    stated = "A customer is getting unroutable_address back from the API - what does that mean?"
+    assert not is_follow_up(stated)
+    assert condense_offline(stated, history) == stated
+    assert not is_follow_up("I got error E42 on the payroll export, what does it mean?")
+    # Too little said before the pronoun to be what it points at: still the thread's thing.
+    assert is_follow_up("if I leave, do I lose it?")
+    assert "contributions" in condense_offline("How often should I check it?", history)
