@@ -53,5 +53,5 @@ def test_eval_scale_builds_and_measures_in_a_fresh_process(tmp_path, monkeypatch
     assert run["search_p50_ms"] <= run["search_p95_ms"] and run["ask_p50_ms"] <= run["ask_p95_ms"]
     assert run["queries"] == 4 and sum(run["ask_statuses"].values()) == 4
     assert run["publish_one_ok"] is True
-    assert run["ingest_warm_up_s"] >= 0  # timed apart from publishing, as `kbbot serve` loads the chunker at start
+    assert run["ingest_warm_up_s"] >= 0  # the first publish's chunker import, timed apart
     assert "ask_p95_ms" in out["goals"]["100000"]

@@ -112,9 +112,8 @@ class KnowledgeBot:
         self.ask(Origin.cli(), "预热：知识库里有什么？")
 
     def warm_up_ingest(self) -> None:
-        """Load the chunker before the first upload: llama-index's sentence splitter imports NLTK (and
-        through it SciPy) on its first split — seconds of CPU that would otherwise land in the first
-        document's publish, after every restart."""
+        """Load the chunker now: llama-index's sentence splitter imports NLTK (and through it SciPy) on its
+        first split — seconds of CPU, paid by the first document a process publishes."""
         from tools.chunking import chunk_document
         from tools.parsing import ParsedDocument, Section
 

@@ -595,7 +595,8 @@ def _serve(request_file: Path, spawned: float) -> dict:
             statuses[answer.status] += 1
         serving_rss = _own_peak_rss_mb()
 
-        # `kbbot serve` loads the chunker on its start-up thread; timed apart, so publishing is what it costs there.
+        # A process's first publish also imports the chunker: timed apart, so publish_one_s is what each later one
+        # costs and ingest_warm_up_s what the first upload after a start pays on top.
         t = time.perf_counter()
         bot.warm_up_ingest()
         ingest_warm_up_s = time.perf_counter() - t

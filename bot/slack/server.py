@@ -152,11 +152,10 @@ def _drain(deps: SlackDeps, grace_s: float) -> None:
 
 
 def _warm_up(bot: KnowledgeBot) -> None:
-    """Load the embedding model and indexes before the first question arrives, then the chunker before the
-    first upload."""
+    """Load the embedding model and indexes before the first question arrives. Not the chunker: importing it
+    holds the interpreter lock for seconds, which the first questions after a start would wait for."""
     try:
         bot.warm_up()
-        bot.warm_up_ingest()
     except Exception as exc:
         log.info("warm-up skipped: %s", exc)
 

@@ -1,5 +1,5 @@
-"""The chunker is loaded before the first upload (`kbbot serve`'s start-up thread calls this), so the first
-document published after a restart does not pay for importing llama-index's splitter and NLTK."""
+"""`warm_up_ingest` loads the chunker (llama-index's splitter and NLTK), so `kbbot eval scale` can time a
+process's first-publish import apart from publishing."""
 
 import subprocess
 import sys
