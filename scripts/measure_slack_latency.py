@@ -38,6 +38,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -208,6 +209,7 @@ def main() -> int:
         default=None,
         help="record the burst with this py-spy binary (raw stacks of the GIL holder → $TMPDIR/kbbot-py-spy-burst.txt)",
     )
+    parser.add_argument("--py-spy-rate", type=int, default=100, help="py-spy samples per second (with --py-spy)")
     parser.add_argument(
         "--env", action="append", default=[], metavar="KEY=VALUE", help="a setting for kbbot serve (repeatable)"
     )
@@ -247,11 +249,12 @@ def main() -> int:
             if args.py_spy is not None:
                 spy = subprocess.Popen(
                     [str(args.py_spy), "record", "--pid", str(process.pid), "--format", "raw", "--threads", "--gil",
-                     "--nonblocking", "--rate", "100", "--output", str(spy_output)],
+                     "--nonblocking", "--rate", str(args.py_spy_rate), "--output", str(spy_output)],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 )  # fmt: skip
                 time.sleep(1.0)
-            cpu_before = cpu_seconds(process.pid)
+            cpu_before, own_cpu_before = cpu_seconds(process.pid), time.process_time()
+            calls_before = len(fake.calls)
             with ThreadPoolExecutor(args.concurrent) as pool:
                 barrier = threading.Barrier(args.concurrent)
 
@@ -264,6 +267,8 @@ def main() -> int:
             burst_started = min(p.sent for p in concurrent)
             lost = wait_replies(fake, concurrent, timeout=args.timeout)
             burst_cpu_s = cpu_seconds(process.pid) - cpu_before
+            load_generator_cpu_s = time.process_time() - own_cpu_before
+            burst_calls = Counter(c.method for c in fake.calls[calls_before:])
             if spy is not None:
                 spy.send_signal(2)
                 spy.wait(timeout=30)
@@ -307,6 +312,12 @@ def main() -> int:
                     "first_reply": summary(first_replies),
                     "burst_wall_s": round(burst_done - burst_started, 2),
                     "burst_cpu_s": round(burst_cpu_s, 2),  # kbbot serve's CPU time for the burst
+                    # this process's: the senders and the fake Slack Web API, competing for the same cores
+                    "load_generator_cpu_s": round(load_generator_cpu_s, 2),
+                    # Web API calls kbbot made during the burst, per mention (each an HTTP round trip under the GIL)
+                    "web_api_calls_per_mention": {
+                        method: round(n / args.concurrent, 2) for method, n in sorted(burst_calls.items())
+                    },
                 },
                 "redeliveries": {"ack": summary(redelivery_acks), "extra_replies": replies_after - replies_before},
             }

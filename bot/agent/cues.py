@@ -8,6 +8,8 @@ is evidence even when the chunk around it is about a dozen other things.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from functools import lru_cache
 
 _WHEN = re.compile(r"\b(what time|when|which day|what day|what date|by when|deadline)\b|什么时候|几点|哪天|何时", re.I)
 _DATE_OR_TIME = re.compile(
@@ -96,9 +98,11 @@ REQUIRED: tuple[tuple[re.Pattern[str], re.Pattern[str], str], ...] = (
 )
 
 
-def expected_answers(question: str) -> list[re.Pattern[str]]:
-    """The patterns a sentence answering `question` matches ([] when the question asks for no type)."""
-    return [answer for asks, answer in CUES if asks.search(question)]
+# Asked once per evidence chunk a probe re-ranks and again when grading: the same question, a dozen times.
+@lru_cache(maxsize=1024)
+def expected_answers(question: str) -> tuple[re.Pattern[str], ...]:
+    """The patterns a sentence answering `question` matches (() when the question asks for no type)."""
+    return tuple(answer for asks, answer in CUES if asks.search(question))
 
 
 def required_kind(question: str) -> tuple[str, re.Pattern[str] | None]:
@@ -106,6 +110,16 @@ def required_kind(question: str) -> tuple[str, re.Pattern[str] | None]:
     return next(((kind, answer) for asks, answer, kind in REQUIRED if asks.search(question)), ("", None))
 
 
-def supplies(sentence: str, expected: list[re.Pattern[str]]) -> bool:
+def supplies(sentence: str, expected: Sequence[re.Pattern[str]]) -> bool:
     """Whether the sentence is of a type the question asks for (False when it asks for none)."""
+    if not expected:
+        return False
+    if isinstance(expected, tuple):
+        return _supplies(sentence, expected)
+    return any(pattern.search(sentence) for pattern in expected)
+
+
+# The probe's re-ranking and the grade measure the same answer units against the same question's patterns.
+@lru_cache(maxsize=8192)
+def _supplies(sentence: str, expected: tuple[re.Pattern[str], ...]) -> bool:
     return any(pattern.search(sentence) for pattern in expected)

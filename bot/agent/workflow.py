@@ -333,10 +333,10 @@ class AnswerWorkflow(Workflow):
     async def answer(self, ctx: Context[Trace], ev: AnswerEvent) -> StopEvent | RefuseEvent:
         started = time.perf_counter()
         question, trace = ev.question, await ctx.store.get_state()
-        question.status("Writing the answer…")
-        written = self.engine.write_answer(
-            question, ev.evidence, ev.relevant_ids, self.llm_for(question, trace), routed=trace.route.kbs
-        )
+        llm = self.llm_for(question, trace)
+        if llm.usable:  # without the LLM the answer is picked at once: its reply would clear the status unread
+            question.status("Writing the answer…")
+        written = self.engine.write_answer(question, ev.evidence, ev.relevant_ids, llm, routed=trace.route.kbs)
         trace = trace.noting(written).timed("answer", started)
         if written.value is None:
             await ctx.store.set_state(trace)

@@ -78,10 +78,12 @@ def assert_citations_live(answer, service) -> None:
 
 def test_happy_path_uses_the_llm_for_every_step(llm_engine, fake_llm, agent_service):
     fake_llm.handler = token_pipeline()
-    answer = llm_engine.answer(TOKEN_QUESTION)
+    seen: list[str] = []
+    answer = llm_engine.answer(TOKEN_QUESTION, on_status=seen.append)
 
     assert answer.status == "answered" and answer.mode == "llm"
     assert answer.answer == "Access tokens are valid for 3600 seconds (one hour) [1]."
+    assert seen[-1] == "Writing the answer…"  # the LLM writes it: worth saying while the asker waits
     assert answer.route.kbs == ["product"] and answer.route.method == "llm"
     assert [r.policy for r in answer.rounds] == ["llm"]
     [citation] = answer.citations

@@ -432,7 +432,10 @@ def test_status_updates_reach_the_callback_and_a_failing_callback_changes_nothin
     seen: list[str] = []
     answer = offline_engine.answer("How long is probation for new hires?", on_status=seen.append)
     assert answer.status == "answered"
-    assert any(s.startswith("Searching") for s in seen) and "Writing the answer…" in seen
+    assert any(s.startswith("Searching") for s in seen)
+    # Offline the answer is picked at once: no "Writing the answer…" for the reply to clear unread (with an LLM
+    # it is said: test_llm_engine.py's happy path).
+    assert "Writing the answer…" not in seen
 
     def broken(_: str) -> None:
         raise RuntimeError("the Slack update failed")
