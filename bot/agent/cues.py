@@ -112,11 +112,7 @@ def required_kind(question: str) -> tuple[str, re.Pattern[str] | None]:
 
 def supplies(sentence: str, expected: Sequence[re.Pattern[str]]) -> bool:
     """Whether the sentence is of a type the question asks for (False when it asks for none)."""
-    if not expected:
-        return False
-    if isinstance(expected, tuple):
-        return _supplies(sentence, expected)
-    return any(pattern.search(sentence) for pattern in expected)
+    return bool(expected) and _supplies(sentence, tuple(expected))
 
 
 # The probe's re-ranking and the grade measure the same answer units against the same question's patterns.
