@@ -210,7 +210,8 @@ def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
             print(exc)
             continue
         print("\nkbbot> " + render_text(last))
-        history += [Turn("user", line), Turn("assistant", last.answer)]
+        cited = tuple(dict.fromkeys(f"{c.kb}/{c.document}" for c in last.citations))
+        history += [Turn("user", line), Turn("assistant", last.answer, cited)]
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:

@@ -17,6 +17,9 @@ class EmptyQuestion(ValueError):
 class Turn:
     role: Role
     text: str
+    # The documents ("kb/document") this turn's answer cited, best first: the thread's evidence. A follow-up
+    # usually asks about what the previous answer came from (bot.agent.probing.with_thread_documents).
+    cited: tuple[str, ...] = ()
 
     @classmethod
     def from_json(cls, data: dict) -> Turn:
@@ -25,7 +28,10 @@ class Turn:
         role = data.get("role")
         if role not in ("user", "assistant"):
             raise ValueError(f"history turn role must be 'user' or 'assistant', not {role!r}")
-        return cls(role, str(data.get("text") or ""))
+        cited = data.get("cited") or ()
+        if not isinstance(cited, list | tuple) or not all(isinstance(d, str) for d in cited):
+            raise ValueError("history turn 'cited' must be a list of 'kb/document' strings")
+        return cls(role, str(data.get("text") or ""), tuple(cited))
 
 
 @dataclass(frozen=True)

@@ -179,7 +179,8 @@ def ask_thread(engine: ScopedBot, case: dict):
     turns: list[Turn] = []
     for earlier in case["history"]:
         reply = ask(engine, earlier, turns)
-        turns += [Turn("user", earlier), Turn("assistant", reply.answer)]
+        cited = tuple(dict.fromkeys(f"{c.kb}/{c.document}" for c in reply.citations))
+        turns += [Turn("user", earlier), Turn("assistant", reply.answer, cited)]
     return ask(engine, case["question"], turns), turns
 
 
