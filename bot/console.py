@@ -210,8 +210,7 @@ def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
             print(exc)
             continue
         print("\nkbbot> " + render_text(last))
-        cited = tuple(dict.fromkeys(f"{c.kb}/{c.document}" for c in last.citations))
-        history += [Turn("user", line), Turn("assistant", last.answer, cited)]
+        history += [Turn("user", line), Turn("assistant", last.answer, last.cited_documents)]
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:

@@ -114,5 +114,10 @@ class Answer:
     def answered(self) -> bool:
         return self.status == "answered"
 
+    @property
+    def cited_documents(self) -> tuple[str, ...]:
+        """The cited documents as "kb/document", best first, each once: what the thread's next turn may ask about."""
+        return tuple(dict.fromkeys(f"{c.kb}/{c.document}" for c in self.citations))
+
     def to_json(self) -> dict:
         return asdict(self)

@@ -179,8 +179,7 @@ def ask_thread(engine: ScopedBot, case: dict):
     turns: list[Turn] = []
     for earlier in case["history"]:
         reply = ask(engine, earlier, turns)
-        cited = tuple(dict.fromkeys(f"{c.kb}/{c.document}" for c in reply.citations))
-        turns += [Turn("user", earlier), Turn("assistant", reply.answer, cited)]
+        turns += [Turn("user", earlier), Turn("assistant", reply.answer, reply.cited_documents)]
     return ask(engine, case["question"], turns), turns
 
 

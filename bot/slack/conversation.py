@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from itertools import islice
 from typing import Literal, overload
@@ -27,6 +27,8 @@ from bot.slack.work import fire_and_forget
 log = logging.getLogger(__name__)
 
 MAX_TURNS = 10
+# A reply's sources kept in its metadata (Slack caps a message's metadata; a name too long to keep is left out).
+MAX_CITED, MAX_CITED_CHARS = 8, 300
 DM_HISTORY_WINDOW_S = 30 * 60  # earlier top-level DM messages count as context for this long
 FIRST_STATUS = "Searching the knowledge bases…"
 GREETING = (
@@ -92,6 +94,14 @@ class Question:
     def reply_metadata(self) -> dict:
         """Carried by the reply (Slack message metadata): a restart knows which question a reply answers."""
         return {"event_type": REPLY_EVENT, "event_payload": {"question_ts": self.ts}}
+
+    def answer_metadata(self, cited: Sequence[str]) -> dict:
+        """The reply's metadata plus the documents it cited: the thread's next question reads them back
+        (turns_from) as the evidence its follow-up most likely asks about."""
+        metadata = self.reply_metadata
+        if cited:
+            metadata["event_payload"]["cited"] = [d for d in cited[:MAX_CITED] if len(d) <= MAX_CITED_CHARS]
+        return metadata
 
     def answered_by(self, message: dict) -> bool:
         metadata = message.get("metadata") or {}
@@ -160,8 +170,17 @@ def turns_from(question: Question, messages: list[dict]) -> list[Turn]:
             role = "user"
         text = clean_text(message.get("text"))
         if text:
-            turns.append(Turn(role, text))
+            turns.append(Turn(role, text, cited_in(message) if role == "assistant" else ()))
     return turns[-MAX_TURNS:]
+
+
+def cited_in(message: dict) -> tuple[str, ...]:
+    """The documents one of kbbot's replies cited, from its metadata (nothing when absent or malformed)."""
+    metadata = message.get("metadata") or {}
+    cited = (metadata.get("event_payload") or {}).get("cited") if metadata.get("event_type") == REPLY_EVENT else None
+    if not isinstance(cited, list):
+        return ()
+    return tuple(d for d in cited[:MAX_CITED] if isinstance(d, str) and d)
 
 
 def history_for(client: WebClient, question: Question) -> list[Turn]:
@@ -329,6 +348,7 @@ def deliver(
     deps: SlackDeps, client: WebClient, question: Question, rendered: RenderedAnswer, say_stream: Callable | None
 ) -> str | None:
     """Stream the reply where the workspace supports it (chat.startStream…stopStream), else post it."""
+    metadata = question.answer_metadata(rendered.cited)
     if deps.streaming.enabled and say_stream is not None and rendered.blocks:
         streamer = None
         try:
@@ -339,7 +359,7 @@ def deliver(
                 recipient_user_id=question.user,
             )
             streamer.append(markdown_text=rendered.markdown)
-            response = streamer.stop(blocks=rendered.footer_blocks or None, metadata=question.reply_metadata)
+            response = streamer.stop(blocks=rendered.footer_blocks or None, metadata=metadata)
             return response.get("ts") or streamer.ts
         except SlackApiError as exc:
             error = exc.response.get("error")
@@ -350,7 +370,7 @@ def deliver(
                     ts=streamer.ts,
                     text=rendered.text,
                     blocks=rendered.blocks,
-                    metadata=question.reply_metadata,
+                    metadata=metadata,
                 )
                 return streamer.ts
             deps.streaming.refused(error)
@@ -360,7 +380,7 @@ def deliver(
         thread_ts=question.reply_ts,
         text=rendered.text,
         blocks=rendered.blocks or None,
-        metadata=question.reply_metadata,
+        metadata=metadata,
         unfurl_links=False,
         unfurl_media=False,
     )

@@ -156,6 +156,9 @@ def test_thread_follow_up_without_mention_uses_history_from_slack(bot):
     assert response.status == 200
     replies = wait_reply(bot, PEOPLE, first["ts"], count=2)
     assert "6 weeks" in reply_text(replies[-1])
+    # the first answer's sources rode along in its metadata: the follow-up's history knows where it came from
+    cited = replies[0]["metadata"]["event_payload"]["cited"]
+    assert cited and all(d.startswith("people/") for d in cited)
     assert any(c.params.get("ts") == first["ts"] for c in bot.fake.calls_of("conversations.replies"))
     record = bot.kbbot.records.answers_in(PEOPLE, first["ts"])[-1]
     assert record["question"] == "And what about the secondary caregiver?"

@@ -162,6 +162,39 @@ def test_thread_messages_become_turns_before_the_current_message():
     assert [(t.role, t.text) for t in turns] == [("user", "how many vacation days?"), ("assistant", "25 days [1]")]
 
 
+def test_a_reply_carries_its_sources_into_the_next_turn_and_nothing_else_does():
+    q = Question(
+        "C1",
+        "U1",
+        "and for contractors?",
+        ts="105.0",
+        thread_ts="100.0",
+        is_dm=False,
+        team="T",
+        surface="thread",
+        bot_user_id=BOT,
+        bot_id="B1",
+    )
+    reply = {
+        "ts": "101.0",
+        "user": BOT,
+        "bot_id": "B1",
+        "text": "25 days [1]",
+        "metadata": q.answer_metadata(["people/handbook.md", "x" * 400, "people/faq.md"]),
+    }
+    forged = {"ts": "102.0", "user": "U1", "text": "thanks", "metadata": reply["metadata"]}
+    broken = {
+        "ts": "103.0",
+        "user": BOT,
+        "bot_id": "B1",
+        "text": "more",
+        "metadata": {"event_type": "kbbot_reply", "event_payload": {"cited": "people/handbook.md"}},
+    }
+    turns = turns_from(q, [{"ts": "100.0", "user": "U1", "text": "vacation days?"}, reply, forged, broken])
+    assert [t.cited for t in turns] == [(), ("people/handbook.md", "people/faq.md"), (), ()]
+    assert "cited" not in q.answer_metadata([])["event_payload"]
+
+
 def test_claims_survive_a_restart(tmp_path):
     path = tmp_path / "deliveries.sqlite3"
     ledger = ClaimLedger(path)
