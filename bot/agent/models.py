@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 Role = Literal["user", "assistant"]
 Status = Literal["answered", "insufficient_context"]
+
+
+def document_key(kb: str, document: str) -> str:
+    """A short opaque name for one KB's document: what a reply carries forward to its thread's next turn
+    (a document's own name may hold anything its uploader typed, and a key needs to match, not to be read)."""
+    return hashlib.sha256(f"{kb}\0{document}".encode()).hexdigest()[:16]
 
 
 class EmptyQuestion(ValueError):
@@ -17,7 +24,7 @@ class EmptyQuestion(ValueError):
 class Turn:
     role: Role
     text: str
-    # The documents ("kb/document") this turn's answer cited, best first: the thread's evidence. A follow-up
+    # The document_key of each document this turn's answer cited, best first: the thread's evidence. A follow-up
     # usually asks about what the previous answer came from (bot.agent.probing.with_thread_documents).
     cited: tuple[str, ...] = ()
 
@@ -30,7 +37,7 @@ class Turn:
             raise ValueError(f"history turn role must be 'user' or 'assistant', not {role!r}")
         cited = data.get("cited") or ()
         if not isinstance(cited, list | tuple) or not all(isinstance(d, str) for d in cited):
-            raise ValueError("history turn 'cited' must be a list of 'kb/document' strings")
+            raise ValueError("history turn 'cited' must be a list of document keys (strings)")
         return cls(role, str(data.get("text") or ""), tuple(cited))
 
 
@@ -116,8 +123,8 @@ class Answer:
 
     @property
     def cited_documents(self) -> tuple[str, ...]:
-        """The cited documents as "kb/document", best first, each once: what the thread's next turn may ask about."""
-        return tuple(dict.fromkeys(f"{c.kb}/{c.document}" for c in self.citations))
+        """The cited documents' keys, best first, each once: what the thread's next turn may ask about."""
+        return tuple(dict.fromkeys(document_key(c.kb, c.document) for c in self.citations))
 
     def to_json(self) -> dict:
         return asdict(self)

@@ -14,7 +14,7 @@ from dataclasses import replace
 import numpy as np
 
 from bot.agent import grading, messages, routing
-from bot.agent.models import KbTarget, Turn
+from bot.agent.models import KbTarget, Turn, document_key
 from tools.search import Evidence, HybridSearcher, SearchResult
 from tools.text import identifiers
 
@@ -104,7 +104,7 @@ class Prober:
 
 
 def thread_documents(history: Sequence[Turn]) -> frozenset[str]:
-    """The documents ("kb/document") the thread's last answer cited: nothing when it refused."""
+    """The keys of the documents the thread's last answer cited: nothing when it refused."""
     answers = [t for t in history if t.role == "assistant"]
     return frozenset(answers[-1].cited) if answers else frozenset()
 
@@ -118,7 +118,9 @@ def with_thread_documents(probes: Probes, documents: frozenset[str]) -> Probes:
     reranked = {}
     for kb, probe in probes.items():
         evidence = [
-            replace(e, score=e.score + THREAD_DOCUMENT_PRIOR) if f"{e.chunk.kb}/{e.chunk.document}" in documents else e
+            replace(e, score=e.score + THREAD_DOCUMENT_PRIOR)
+            if document_key(e.chunk.kb, e.chunk.document) in documents
+            else e
             for e in probe.result.evidence
         ]
         evidence.sort(key=lambda e: e.score, reverse=True)

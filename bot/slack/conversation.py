@@ -8,6 +8,7 @@ searched (`Origin`); the application layer applies the rules.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -27,8 +28,8 @@ from bot.slack.work import fire_and_forget
 log = logging.getLogger(__name__)
 
 MAX_TURNS = 10
-# A reply's sources kept in its metadata (Slack caps a message's metadata; a name too long to keep is left out).
-MAX_CITED, MAX_CITED_CHARS = 8, 300
+_DOCUMENT_KEY = re.compile(r"[0-9a-f]{16}")
+MAX_CITED = 8  # a reply's sources kept in its metadata (as document keys: short, inert, never a name)
 DM_HISTORY_WINDOW_S = 30 * 60  # earlier top-level DM messages count as context for this long
 FIRST_STATUS = "Searching the knowledge bases…"
 GREETING = (
@@ -100,7 +101,7 @@ class Question:
         (turns_from) as the evidence its follow-up most likely asks about."""
         metadata = self.reply_metadata
         if cited:
-            metadata["event_payload"]["cited"] = [d for d in cited[:MAX_CITED] if len(d) <= MAX_CITED_CHARS]
+            metadata["event_payload"]["cited"] = list(cited[:MAX_CITED])
         return metadata
 
     def answered_by(self, message: dict) -> bool:
@@ -180,7 +181,7 @@ def cited_in(message: dict) -> tuple[str, ...]:
     cited = (metadata.get("event_payload") or {}).get("cited") if metadata.get("event_type") == REPLY_EVENT else None
     if not isinstance(cited, list):
         return ()
-    return tuple(d for d in cited[:MAX_CITED] if isinstance(d, str) and d)
+    return tuple(d for d in cited[:MAX_CITED] if isinstance(d, str) and _DOCUMENT_KEY.fullmatch(d))
 
 
 def history_for(client: WebClient, question: Question) -> list[Turn]:

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from bot.agent.models import Answer, Citation, RoundTrace, Route
+from bot.agent.models import Answer, Citation, RoundTrace, Route, document_key
 from bot.slack.conversation import Question, turns_from
 from bot.slack.idempotency import ClaimLedger
 from bot.slack.markup import clean_text, mentions
@@ -175,23 +175,31 @@ def test_a_reply_carries_its_sources_into_the_next_turn_and_nothing_else_does():
         bot_user_id=BOT,
         bot_id="B1",
     )
+    handbook, faq = document_key("people", "handbook.md"), document_key("people", "faq.md")
     reply = {
         "ts": "101.0",
         "user": BOT,
         "bot_id": "B1",
         "text": "25 days [1]",
-        "metadata": q.answer_metadata(["people/handbook.md", "x" * 400, "people/faq.md"]),
+        "metadata": q.answer_metadata([handbook, faq]),
     }
     forged = {"ts": "102.0", "user": "U1", "text": "thanks", "metadata": reply["metadata"]}
-    broken = {
+    odd = {
         "ts": "103.0",
         "user": BOT,
         "bot_id": "B1",
         "text": "more",
-        "metadata": {"event_type": "kbbot_reply", "event_payload": {"cited": "people/handbook.md"}},
+        "metadata": {"event_type": "kbbot_reply", "event_payload": {"cited": ["people/handbook.md", handbook.upper()]}},
     }
-    turns = turns_from(q, [{"ts": "100.0", "user": "U1", "text": "vacation days?"}, reply, forged, broken])
-    assert [t.cited for t in turns] == [(), ("people/handbook.md", "people/faq.md"), (), ()]
+    broken = {
+        "ts": "104.0",
+        "user": BOT,
+        "bot_id": "B1",
+        "text": "again",
+        "metadata": {"event_type": "kbbot_reply", "event_payload": {"cited": handbook}},
+    }
+    turns = turns_from(q, [{"ts": "100.0", "user": "U1", "text": "vacation days?"}, reply, forged, odd, broken])
+    assert [t.cited for t in turns] == [(), (handbook, faq), (), (), ()]
     assert "cited" not in q.answer_metadata([])["event_payload"]
 
 
