@@ -114,27 +114,6 @@ def test_next_documents_are_prepared_while_a_group_embeds_and_earlier_groups_are
     assert threading.current_thread().name not in loads.threads and worker.name not in loads.threads
 
 
-def test_the_first_group_is_small_so_the_model_starts_after_a_few_documents(
-    service: KnowledgeService, endpoint: FakeEmbeddings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(ingest, "FIRST_GROUP_CHUNKS", CHUNKS_PER_DOCUMENT)  # one document, then groups of two
-    loads = Loads()
-    sources = [loads.source(n) for n in range(1, 8)]
-    marker = tmp_path / "held"
-    endpoint.hold_on("DOC02", marker)  # the second group's request (documents 2 and 3)
-    done: list[IngestReport] = []
-    worker = threading.Thread(target=lambda: done.append(service.ingestor.ingest_sources(KB, sources)))
-    worker.start()
-    try:
-        wait_for(marker.exists, "the second group's embedding request")
-        assert live_documents(service) == {"doc01.md"}
-    finally:
-        endpoint.release()
-        worker.join(60)
-    assert [d.status for d in done[0].documents] == ["ready"] * 7
-    assert live_documents(service) == {s.name for s in sources}
-
-
 def test_a_bad_document_among_the_prepared_ones_fails_alone(service: KnowledgeService) -> None:
     loads = Loads()
     sources = [loads.source(n, broken=n == 5) for n in range(1, 9)]

@@ -45,10 +45,6 @@ log = logging.getLogger(__name__)
 
 # Documents are published in groups, so a long ingest makes progress durable as it goes.
 PUBLISH_GROUP_CHUNKS = 512
-# The first group is smaller: the model idles until it is prepared (parsed and chunked on one thread), so a
-# small first group starts the model within a few documents; later groups are prepared while it embeds.
-# Batch composition leaves the default runtime's vectors bit for bit the same (docs/benchmarks.md, Session 9).
-FIRST_GROUP_CHUNKS = 64
 # Times a group's chunks are written again when a reindex switched the KB's collection under them.
 WRITE_ATTEMPTS = 3
 # Chunks parsed and chunked ahead of the model (on their own thread): a whole next group, so the
@@ -371,7 +367,6 @@ class Ingestor:
         bar = _ChunkProgress(progress)
         group: list[_Prepared] = []
         group_chunks = 0
-        group_limit = min(FIRST_GROUP_CHUNKS, PUBLISH_GROUP_CHUNKS)
         try:
             with Prefetched(
                 (self._prepare(source) for source in to_prepare),
@@ -386,10 +381,10 @@ class Ingestor:
                     group.append(item)
                     group_chunks += len(item.drafts)
                     bar.expect(len(item.drafts))
-                    if group_chunks >= group_limit:
+                    if group_chunks >= PUBLISH_GROUP_CHUNKS:
                         for result in self._write_group(kb, group, bar):
                             record(result)
-                        group, group_chunks, group_limit = [], 0, PUBLISH_GROUP_CHUNKS
+                        group, group_chunks = [], 0
                 if group:
                     for result in self._write_group(kb, group, bar):
                         record(result)
