@@ -50,6 +50,10 @@ def test_eval_retrieval_json(tmp_path, monkeypatch, capsys):
     ingest = out["ingest"]
     assert ingest["ratio_vs_bare_docs"] > 0 and ingest["ratio_vs_bare_chunks"] > 0 and ingest["bare_backend"] == "torch"
     assert len(ingest["bare_encode_docs_runs_s"]) == 2  # before and after kbbot's ingest (interleaved)
+    assert ingest["kbbot_ingest_cpu_s"] > 0 and ingest["cpu_ratio_vs_bare_docs"] > 0
+    assert ingest["cpu_ratio_vs_bare_chunks"] > 0
+    # kbbot embeds every document's title again on each of its chunks: never fewer word pieces than the documents
+    assert ingest["word_pieces_kbbot"] >= ingest["word_pieces_bare_docs"] > 0
     assert not out["kb_build"]["reused"]
 
     # A rerun reuses the KB and the cached embeddings, and says so.
