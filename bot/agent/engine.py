@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from bot.agent import answering, concept, condense, fallback, grading, messages, routing, sufficiency
+from bot.agent import answering, condense, fallback, grading, messages, routing, sufficiency
 from bot.agent.fallback import LlmAccess, Outcome, llm_step, offline
 from bot.agent.llm import Deadline, LlmClient
 from bot.agent.models import Answer, EmptyQuestion, KbTarget, Turn
@@ -206,13 +206,7 @@ class AnswerEngine:
         message, when `query` condenses a follow-up."""
         known = self.term_known(kbs)
         grading.measure_coverage(query, evidence, known)
-        units = self.answer_units(query, evidence, known)
-        embedder = self.service.embedder
-
-        def unheard() -> concept.Unheard | None:
-            return grading.unheard_word(query, evidence, units, embedder.embed_query(query), embedder.embed_documents)
-
-        verdict = grading.grade_offline(query, evidence, known, units, asked, unheard)
+        verdict = grading.grade_offline(query, evidence, known, self.answer_units(query, evidence, known), asked)
         return llm_step(
             fallback.GRADE,
             llm,

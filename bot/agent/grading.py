@@ -15,13 +15,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
 from pydantic import BaseModel
 
-from bot.agent import concept, cues, sufficiency
+from bot.agent import cues, sufficiency
 from tools.search import Evidence
 from tools.text import (
     STOPWORDS,
@@ -212,7 +212,6 @@ class UnitMatch:
     cosine: float
     coverage: float  # of the query's terms, counting its section's heading
     typed: bool  # of the kind of fact the question asks for (a number, a duration, a date)
-    vector: np.ndarray | None = field(default=None, compare=False, repr=False)  # saved at ingest
 
 
 def unit_matches(
@@ -232,13 +231,11 @@ def unit_matches(
         if vectors is None or len(vectors) != len(units):
             continue  # saved by another version of answer_units: judged on the chunk alone
         heading = content_terms(e.chunk.header)
-        for unit, vector, cosine in zip(units, vectors, vectors @ query_vector, strict=True):
+        for unit, cosine in zip(units, vectors @ query_vector, strict=True):
             if np.isnan(cosine):
                 continue
             coverage = terms.covered(f"{e.chunk.header}\n{unit.text}", heading)
-            found.append(
-                UnitMatch(rank, unit.text, float(cosine), coverage, cues.supplies(unit.text, expected), vector)
-            )
+            found.append(UnitMatch(rank, unit.text, float(cosine), coverage, cues.supplies(unit.text, expected)))
     found.sort(key=lambda u: u.cosine, reverse=True)
     return found
 
@@ -249,35 +246,17 @@ def grade_offline(
     term_known: Callable[[str], bool],
     units: Sequence[UnitMatch] = (),
     asked: str = "",
-    unheard: Callable[[], concept.Unheard | None] | None = None,
 ) -> Verdict:
     """`term_known(term)` tells whether an index term occurs anywhere in the searched KBs; `units` are the
     best chunks' answer units (`unit_matches`), when their vectors are known; `asked`, the person's own
-    message when `query` is its condensed form ("what about tier 4?" → "tier 4 (nightly hotel cap)");
-    `unheard`, the question's word the evidence least speaks about (concept.py), asked only of a question the
-    rules would answer (it may cost an encode).
+    message when `query` is its condensed form ("what about tier 4?" → "tier 4 (nightly hotel cap)").
     The verdict carries the measured `features` and the fitted model's score of them (the trace keeps both:
     the model decides nothing yet — the rules do); a Chinese question has no score (grade_cjk judges it)."""
     if not evidence:
         return Verdict(False, "nothing relevant was found", missing=query)
     measured = measure(query, evidence, term_known, units, asked)
     score = None if has_cjk(query) else round(sufficiency.model().score(measured.features), 4)
-    verdict = _verdict(query, evidence, term_known, units, measured)
-    if verdict.sufficient and unheard is not None and (asks_about_names(query) or asks_about_names(asked)):
-        word = unheard()
-        if word is not None and word.gap >= concept.UNHEARD_GAP:
-            verdict = Verdict(False, f"the evidence found never speaks of {word.word!r}", missing=word.word)
-    return replace(verdict, features=measured.features, score=score)
-
-
-def unheard_word(
-    query: str, evidence: Sequence[Evidence], units: Sequence[UnitMatch], query_vector: np.ndarray, encode
-) -> concept.Unheard | None:
-    """concept.unheard_word for the best chunks and their closest units (`unit_matches`, with saved vectors)."""
-    texts = [f"{e.chunk.header}\n{e.chunk.text}" for e in evidence[:UNIT_CHUNKS]]
-    vectors = [u.vector for u in units if u.vector is not None][: concept.UNIT_REACH]
-    stacked = np.stack(vectors) if vectors else np.zeros((0, len(query_vector)), dtype=np.float32)
-    return concept.unheard_word(query, asked_terms(query), texts, query_vector, stacked, encode)
+    return replace(_verdict(query, evidence, term_known, units, measured), features=measured.features, score=score)
 
 
 @dataclass(frozen=True)
