@@ -210,7 +210,7 @@ def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
             print(exc)
             continue
         print("\nkbbot> " + render_text(last))
-        history += [Turn("user", line), Turn("assistant", last.answer, last.cited_documents)]
+        history += [Turn("user", line), Turn("assistant", last.answer)]
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:

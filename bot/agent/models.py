@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 Role = Literal["user", "assistant"]
 Status = Literal["answered", "insufficient_context"]
-
-
-def document_key(kb: str, document: str) -> str:
-    """A short opaque name for one KB's document: what a reply carries forward to its thread's next turn
-    (a document's own name may hold anything its uploader typed, and a key needs to match, not to be read)."""
-    return hashlib.sha256(f"{kb}\0{document}".encode()).hexdigest()[:16]
 
 
 class EmptyQuestion(ValueError):
@@ -24,9 +17,6 @@ class EmptyQuestion(ValueError):
 class Turn:
     role: Role
     text: str
-    # The document_key of each document this turn's answer cited, best first: the thread's evidence. A follow-up
-    # usually asks about what the previous answer came from (bot.agent.probing.with_thread_documents).
-    cited: tuple[str, ...] = ()
 
     @classmethod
     def from_json(cls, data: dict) -> Turn:
@@ -35,10 +25,7 @@ class Turn:
         role = data.get("role")
         if role not in ("user", "assistant"):
             raise ValueError(f"history turn role must be 'user' or 'assistant', not {role!r}")
-        cited = data.get("cited") or ()
-        if not isinstance(cited, list | tuple) or not all(isinstance(d, str) for d in cited):
-            raise ValueError("history turn 'cited' must be a list of document keys (strings)")
-        return cls(role, str(data.get("text") or ""), tuple(cited))
+        return cls(role, str(data.get("text") or ""))
 
 
 @dataclass(frozen=True)
@@ -120,11 +107,6 @@ class Answer:
     @property
     def answered(self) -> bool:
         return self.status == "answered"
-
-    @property
-    def cited_documents(self) -> tuple[str, ...]:
-        """The cited documents' keys, best first, each once: what the thread's next turn may ask about."""
-        return tuple(dict.fromkeys(document_key(c.kb, c.document) for c in self.citations))
 
     def to_json(self) -> dict:
         return asdict(self)

@@ -14,7 +14,7 @@ from dataclasses import replace
 import numpy as np
 
 from bot.agent import grading, messages, routing
-from bot.agent.models import KbTarget, Turn, document_key
+from bot.agent.models import KbTarget, Turn
 from tools.search import Evidence, HybridSearcher, SearchResult
 from tools.text import identifiers
 
@@ -22,9 +22,6 @@ EVIDENCE_PER_KB = 8
 EVIDENCE_TOTAL = 8
 
 Probes = dict[str, routing.KbProbe]
-# The ranking credit of a chunk from a document the thread's last answer cited (ranking scores: the fused
-# search score plus half the best unit's score, about 0.5-1.5); tuned on half of the company dev follow-ups.
-THREAD_DOCUMENT_PRIOR = 0.3
 
 
 class Prober:
@@ -101,31 +98,6 @@ class Prober:
         if not any(totals.values()):
             return probes
         return {kb: replace(p, thread_score=totals[kb]) for kb, p in probes.items()}
-
-
-def thread_documents(history: Sequence[Turn]) -> frozenset[str]:
-    """The keys of the documents the thread's last answer cited: nothing when it refused."""
-    answers = [t for t in history if t.role == "assistant"]
-    return frozenset(answers[-1].cited) if answers else frozenset()
-
-
-def with_thread_documents(probes: Probes, documents: frozenset[str]) -> Probes:
-    """The probes, each KB's evidence re-ranked with a prior for the documents the thread's last answer cited:
-    a follow-up usually asks about where that answer came from. A prior, not a filter: evidence of another
-    document that matches the question clearly better still ranks first, and grading is unchanged."""
-    if not documents:
-        return probes
-    reranked = {}
-    for kb, probe in probes.items():
-        evidence = [
-            replace(e, score=e.score + THREAD_DOCUMENT_PRIOR)
-            if document_key(e.chunk.kb, e.chunk.document) in documents
-            else e
-            for e in probe.result.evidence
-        ]
-        evidence.sort(key=lambda e: e.score, reverse=True)
-        reranked[kb] = replace(probe, result=replace(probe.result, evidence=evidence))
-    return reranked
 
 
 def evidence_of(probes: Probes, kbs: Sequence[str]) -> list[Evidence]:

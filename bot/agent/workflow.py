@@ -28,7 +28,7 @@ from bot.agent import grading, messages
 from bot.agent.fallback import LlmAccess, Outcome
 from bot.agent.llm import Deadline
 from bot.agent.models import Answer, Citation, EvidenceNote, KbTarget, RoundTrace, Route, Status, Turn
-from bot.agent.probing import evidence_of, thread_documents, with_thread_documents
+from bot.agent.probing import evidence_of
 from tools.search import Evidence
 
 if TYPE_CHECKING:
@@ -252,9 +252,7 @@ class AnswerWorkflow(Workflow):
         first = list(question.preferred or question.candidates)
         question.status(f"Searching {', '.join(first)}…")
         prober = self.engine.prober
-        probes = with_thread_documents(
-            prober.probe(question.standalone, first, question.targets), thread_documents(question.history)
-        )
+        probes = prober.probe(question.standalone, first, question.targets)
         if question.pinned:
             chosen, method = [question.pinned], "pinned"
         else:
@@ -275,10 +273,7 @@ class AnswerWorkflow(Workflow):
         kbs = ", ".join(search.kbs)
         question.status(f"Searching {kbs} again ({search.why})…" if search.why else f"Searching {kbs}…")
         # A rephrased round's evidence is judged by the question it must answer (see grade).
-        probes = with_thread_documents(
-            self.engine.prober.probe(search.query, search.kbs, question.targets, judge=question.standalone),
-            thread_documents(question.history),
-        )
+        probes = self.engine.prober.probe(search.query, search.kbs, question.targets, judge=question.standalone)
         trace = await ctx.store.get_state()
         await ctx.store.set_state(trace.trying(search.query, search.kbs).timed("retrieve", started))
         return EvidenceEvent(

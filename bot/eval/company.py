@@ -179,7 +179,7 @@ def ask_thread(engine: ScopedBot, case: dict):
     turns: list[Turn] = []
     for earlier in case["history"]:
         reply = ask(engine, earlier, turns)
-        turns += [Turn("user", earlier), Turn("assistant", reply.answer, reply.cited_documents)]
+        turns += [Turn("user", earlier), Turn("assistant", reply.answer)]
     return ask(engine, case["question"], turns), turns
 
 

@@ -8,9 +8,8 @@ searched (`Origin`); the application layer applies the rules.
 from __future__ import annotations
 
 import logging
-import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from itertools import islice
 from typing import Literal, overload
@@ -28,8 +27,6 @@ from bot.slack.work import fire_and_forget
 log = logging.getLogger(__name__)
 
 MAX_TURNS = 10
-_DOCUMENT_KEY = re.compile(r"[0-9a-f]{16}")
-MAX_CITED = 8  # a reply's sources kept in its metadata (as document keys: short, inert, never a name)
 DM_HISTORY_WINDOW_S = 30 * 60  # earlier top-level DM messages count as context for this long
 FIRST_STATUS = "Searching the knowledge bases…"
 GREETING = (
@@ -95,14 +92,6 @@ class Question:
     def reply_metadata(self) -> dict:
         """Carried by the reply (Slack message metadata): a restart knows which question a reply answers."""
         return {"event_type": REPLY_EVENT, "event_payload": {"question_ts": self.ts}}
-
-    def answer_metadata(self, cited: Sequence[str]) -> dict:
-        """The reply's metadata plus the documents it cited: the thread's next question reads them back
-        (turns_from) as the evidence its follow-up most likely asks about."""
-        metadata = self.reply_metadata
-        if cited:
-            metadata["event_payload"]["cited"] = list(cited[:MAX_CITED])
-        return metadata
 
     def answered_by(self, message: dict) -> bool:
         metadata = message.get("metadata") or {}
@@ -171,17 +160,8 @@ def turns_from(question: Question, messages: list[dict]) -> list[Turn]:
             role = "user"
         text = clean_text(message.get("text"))
         if text:
-            turns.append(Turn(role, text, cited_in(message) if role == "assistant" else ()))
+            turns.append(Turn(role, text))
     return turns[-MAX_TURNS:]
-
-
-def cited_in(message: dict) -> tuple[str, ...]:
-    """The documents one of kbbot's replies cited, from its metadata (nothing when absent or malformed)."""
-    metadata = message.get("metadata") or {}
-    cited = (metadata.get("event_payload") or {}).get("cited") if metadata.get("event_type") == REPLY_EVENT else None
-    if not isinstance(cited, list):
-        return ()
-    return tuple(d for d in cited[:MAX_CITED] if isinstance(d, str) and _DOCUMENT_KEY.fullmatch(d))
 
 
 def history_for(client: WebClient, question: Question) -> list[Turn]:
@@ -349,7 +329,6 @@ def deliver(
     deps: SlackDeps, client: WebClient, question: Question, rendered: RenderedAnswer, say_stream: Callable | None
 ) -> str | None:
     """Stream the reply where the workspace supports it (chat.startStream…stopStream), else post it."""
-    metadata = question.answer_metadata(rendered.cited)
     if deps.streaming.enabled and say_stream is not None and rendered.blocks:
         streamer = None
         try:
@@ -360,7 +339,7 @@ def deliver(
                 recipient_user_id=question.user,
             )
             streamer.append(markdown_text=rendered.markdown)
-            response = streamer.stop(blocks=rendered.footer_blocks or None, metadata=metadata)
+            response = streamer.stop(blocks=rendered.footer_blocks or None, metadata=question.reply_metadata)
             return response.get("ts") or streamer.ts
         except SlackApiError as exc:
             error = exc.response.get("error")
@@ -371,7 +350,7 @@ def deliver(
                     ts=streamer.ts,
                     text=rendered.text,
                     blocks=rendered.blocks,
-                    metadata=metadata,
+                    metadata=question.reply_metadata,
                 )
                 return streamer.ts
             deps.streaming.refused(error)
@@ -381,7 +360,7 @@ def deliver(
         thread_ts=question.reply_ts,
         text=rendered.text,
         blocks=rendered.blocks or None,
-        metadata=metadata,
+        metadata=question.reply_metadata,
         unfurl_links=False,
         unfurl_media=False,
     )

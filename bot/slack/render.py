@@ -106,7 +106,6 @@ class RenderedAnswer:
     markdown: str  # the body for chat streaming (standard markdown)
     blocks: list[dict] = field(default_factory=list)  # the whole message, for chat.postMessage
     footer_blocks: list[dict] = field(default_factory=list)  # sources/context/feedback, for chat.stopStream
-    cited: tuple[str, ...] = ()  # "kb/document" of each source, carried in the reply's metadata for the next turn
 
 
 # --- making content inert --------------------------------------------------------------------------
@@ -480,13 +479,7 @@ def render_answer(
             f" {to_plain(answer.answer, FALLBACK_LIMIT - len(NOT_FOUND_TEXT) - 1)}" if answer.answer else ""
         )
     blocks = head + divider + footer
-    return RenderedAnswer(
-        text=text,
-        markdown=markdown,
-        blocks=blocks[:MAX_BLOCKS],
-        footer_blocks=footer[:MAX_BLOCKS],
-        cited=answer.cited_documents if answer.answered else (),
-    )
+    return RenderedAnswer(text=text, markdown=markdown, blocks=blocks[:MAX_BLOCKS], footer_blocks=footer[:MAX_BLOCKS])
 
 
 def render_error(message: str) -> RenderedAnswer:

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from bot.agent.models import Answer, Citation, RoundTrace, Route, document_key
+from bot.agent.models import Answer, Citation, RoundTrace, Route
 from bot.slack.conversation import Question, turns_from
 from bot.slack.idempotency import ClaimLedger
 from bot.slack.markup import clean_text, mentions
@@ -160,47 +160,6 @@ def test_thread_messages_become_turns_before_the_current_message():
     ]
     turns = turns_from(q, messages)
     assert [(t.role, t.text) for t in turns] == [("user", "how many vacation days?"), ("assistant", "25 days [1]")]
-
-
-def test_a_reply_carries_its_sources_into_the_next_turn_and_nothing_else_does():
-    q = Question(
-        "C1",
-        "U1",
-        "and for contractors?",
-        ts="105.0",
-        thread_ts="100.0",
-        is_dm=False,
-        team="T",
-        surface="thread",
-        bot_user_id=BOT,
-        bot_id="B1",
-    )
-    handbook, faq = document_key("people", "handbook.md"), document_key("people", "faq.md")
-    reply = {
-        "ts": "101.0",
-        "user": BOT,
-        "bot_id": "B1",
-        "text": "25 days [1]",
-        "metadata": q.answer_metadata([handbook, faq]),
-    }
-    forged = {"ts": "102.0", "user": "U1", "text": "thanks", "metadata": reply["metadata"]}
-    odd = {
-        "ts": "103.0",
-        "user": BOT,
-        "bot_id": "B1",
-        "text": "more",
-        "metadata": {"event_type": "kbbot_reply", "event_payload": {"cited": ["people/handbook.md", handbook.upper()]}},
-    }
-    broken = {
-        "ts": "104.0",
-        "user": BOT,
-        "bot_id": "B1",
-        "text": "again",
-        "metadata": {"event_type": "kbbot_reply", "event_payload": {"cited": handbook}},
-    }
-    turns = turns_from(q, [{"ts": "100.0", "user": "U1", "text": "vacation days?"}, reply, forged, odd, broken])
-    assert [t.cited for t in turns] == [(), (handbook, faq), (), (), ()]
-    assert "cited" not in q.answer_metadata([])["event_payload"]
 
 
 def test_claims_survive_a_restart(tmp_path):
