@@ -133,11 +133,12 @@ def bare_torch_model(embedder):
     return model
 
 
-def bare_encode_seconds(model, texts: Sequence[str]) -> float:
-    """Seconds for sentence-transformers' own `encode` of the texts (default batch size), no cache."""
+def bare_encode_seconds(model, texts: Sequence[str]) -> tuple[float, float]:
+    """(wall, CPU) seconds for sentence-transformers' own `encode` of the texts (default batch size), no cache.
+    CPU is the whole process's, every thread: on a shared machine the wall clock measures the neighbours too."""
     import time
 
     model.encode(["warm up"], normalize_embeddings=True)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     model.encode(list(texts), normalize_embeddings=True, convert_to_numpy=True)
-    return time.perf_counter() - started
+    return time.perf_counter() - started, time.process_time() - cpu_started
