@@ -236,9 +236,13 @@ def keyword_terms(text: str, *, keep_stopwords: bool = False) -> list[str]:
 
     Bigrams let Chinese text match without a segmenter: 报销政策 → 报销 销政 政策.
     """
+    tokens = raw_tokens(text)
+    if not _HAS_CJK.search(text):  # most texts: no token to split, only the words to stem
+        words = tokens if keep_stopwords else [t for t in tokens if t not in STOPWORDS]
+        return _stemmer().stemWords(words) if words else []
     terms: list[str] = []
     words: list[str] = []
-    for token in raw_tokens(text):
+    for token in tokens:
         if _CJK_RUN.match(token):
             if len(token) == 1:
                 if token not in CJK_STOPWORDS:

@@ -190,10 +190,14 @@ class QueryTerms:
 
     def covered(self, text: str, extra: frozenset[str] | set[str] = frozenset()) -> float:
         """The share of the question's terms that `text` (or the `extra` terms around it) contains."""
+        return self.share_in(text, (content_terms(text) | extra) if self.terms else frozenset())
+
+    def share_in(self, text: str, text_terms: frozenset[str] | set[str]) -> float:
+        """`covered`, given the content terms of `text` (and around it) already measured."""
         total = len(self.terms) + len(self.words)
         if not total:
             return 0.0
-        found = len(self.terms & (content_terms(text) | extra)) if self.terms else 0
+        found = len(self.terms & text_terms) if self.terms else 0
         found += sum(word in text for word in self.words)
         return found / total
 
@@ -227,17 +231,40 @@ def unit_matches(
     found: list[UnitMatch] = []
     for rank, e in enumerate(evidence[:UNIT_CHUNKS]):
         vectors = unit_vectors.get(e.chunk_id)
-        units = answer_units(e.chunk.text)
+        units = chunk_units(e.chunk.header, e.chunk.text)
         if vectors is None or len(vectors) != len(units):
             continue  # saved by another version of answer_units: judged on the chunk alone
-        heading = content_terms(e.chunk.header)
-        for unit, cosine in zip(units, vectors @ query_vector, strict=True):
-            if np.isnan(cosine):
+        for unit, cosine in zip(units, (vectors @ query_vector).tolist(), strict=True):
+            if math.isnan(cosine):
                 continue
-            coverage = terms.covered(f"{e.chunk.header}\n{unit.text}", heading)
-            found.append(UnitMatch(rank, unit.text, float(cosine), coverage, cues.supplies(unit.text, expected)))
+            coverage = terms.share_in(unit.framed, unit.terms)
+            found.append(UnitMatch(rank, unit.text, cosine, coverage, cues.supplies(unit.text, expected)))
     found.sort(key=lambda u: u.cosine, reverse=True)
     return found
+
+
+@dataclass(frozen=True)
+class MeasurableUnit:
+    """An answer unit of a chunk as coverage reads it: its text, the text with its section's heading before
+    it, and the content terms of both (the heading's terms count for every unit under it)."""
+
+    text: str
+    framed: str
+    terms: frozenset[str]
+
+
+# Every probe re-ranks its eight chunks by their units, and grading measures them again, question after
+# question: splitting and tokenising the same chunk's units each time was most of that work. A pure function
+# of the chunk's heading and text (the cache key), so a republished chunk, whose text differs, is measured anew.
+@lru_cache(maxsize=4096)
+def chunk_units(header: str, text: str) -> tuple[MeasurableUnit, ...]:
+    """The chunk's answer units (tools.text.answer_units), each with what coverage measures of it."""
+    heading = content_terms(header)
+    units = []
+    for unit in answer_units(text):
+        framed = f"{header}\n{unit.text}"
+        units.append(MeasurableUnit(unit.text, framed, frozenset(content_terms(framed) | heading)))
+    return tuple(units)
 
 
 def grade_offline(
