@@ -261,6 +261,16 @@ def content_terms(text: str) -> set[str]:
     return set(_content_terms(text))
 
 
+def joined_terms(*texts: str) -> set[str]:
+    """`content_terms` of the texts joined by line breaks ("{header}\n{text}"), from each text's own (cached)
+    terms: no token spans whitespace, so the terms of joined texts are the union of theirs, and a chunk's text
+    is tokenised once whatever heading or title it is read with."""
+    terms: set[str] = set()
+    for text in texts:
+        terms |= _content_terms(text)
+    return terms
+
+
 # The same evidence chunks are measured again and again (each round, grade and answer step, question after
 # question): tokenising and stemming them was a tenth of a question's time.
 @lru_cache(maxsize=8192)

@@ -277,7 +277,7 @@ def asked_parts(question: str) -> list[AskedPart]:
 def unanswered(parts: Sequence[AskedPart], evidence: Sequence[Evidence]) -> list[AskedPart]:
     """The parts whose own words no evidence chunk (text or headings) has, even as the start of a longer word
     ("sev" in SEV1): nothing here says anything about them."""
-    said = set().union(*(_terms(f"{e.chunk.location} {e.chunk.text}") for e in evidence)) if evidence else set()
+    said = set().union(*(_terms(e.chunk.location) | _terms(e.chunk.text) for e in evidence)) if evidence else set()
     return [part for part in parts if not any(w.startswith(t) for t in part.terms for w in said)]
 
 

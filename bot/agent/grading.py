@@ -32,6 +32,7 @@ from tools.text import (
     content_terms,
     has_cjk,
     identifiers,
+    joined_terms,
     keyword_terms,
     mentions,
 )
@@ -146,7 +147,7 @@ def measure_coverage(query: str, evidence: Sequence[Evidence], term_known: Calla
     # CJK bigrams that straddle two words never occur in any text; count only those the KB knows.
     query_terms = {t for t in asked_terms(query) if not has_cjk(t) or term_known(t)}
     for e in evidence:
-        e.coverage = len(query_terms & content_terms(f"{e.chunk.header}\n{e.chunk.text}")) / max(len(query_terms), 1)
+        e.coverage = len(query_terms & joined_terms(e.chunk.header, e.chunk.text)) / max(len(query_terms), 1)
 
 
 # "How many/long/often …" asks for a kind of fact (cues.py); the word after "how" is not a term the
@@ -263,7 +264,7 @@ def chunk_units(header: str, text: str) -> tuple[MeasurableUnit, ...]:
     units = []
     for unit in answer_units(text):
         framed = f"{header}\n{unit.text}"
-        units.append(MeasurableUnit(unit.text, framed, frozenset(content_terms(framed) | heading)))
+        units.append(MeasurableUnit(unit.text, framed, frozenset(heading | joined_terms(unit.text))))
     return tuple(units)
 
 
@@ -446,7 +447,7 @@ def missing_answer_type(
     # The count is held to the word only where the evidence uses it: "how many men …" may be answered by
     # "91.3 males" in a passage that never says "men"; "10 active keys" does not count the webhook endpoints
     # the same passages name.
-    used = set().union(*(content_terms(f"{e.chunk.header}\n{e.chunk.text}") for e in evidence[:UNIT_CHUNKS]))
+    used = set().union(*(joined_terms(e.chunk.header, e.chunk.text) for e in evidence[:UNIT_CHUNKS]))
     if not terms <= used:
         counted, terms = "", set()
     for unit in units:
@@ -599,7 +600,7 @@ def near_misses(
         return cjk_near_misses(query, texts, known)
     absent: list[str] = []
     if asks_about_names(query) or (asked and asked != query and asks_about_names(asked)):
-        terms = [content_terms(text) for text in texts]
+        terms = [joined_terms(e.chunk.document, e.chunk.header, e.chunk.text) for e in evidence]
         # (as written, give or take punctuation: "401k" is "401(k)"; "50k" is an amount, not a name)
         named = [n for n in identifiers(query) if not _AMOUNT.match(n)]
         named += [m.group(0) for m in _RANKED.finditer(query)] + _COMPOUND.findall(query)
