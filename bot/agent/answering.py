@@ -378,6 +378,13 @@ def _names_a_cell(row: str, query: str) -> bool:
 
 
 @lru_cache(maxsize=8192)
+def _reads_as_syntax(reads: str) -> bool:
+    """Whether a unit reads as syntax (brackets, pipes, flags) rather than prose: SYNTAX_SHARE of its tokens are."""
+    tokens = reads.split()
+    return bool(tokens) and sum(bool(_SYNTAX_TOKEN.search(t)) for t in tokens) >= SYNTAX_SHARE * len(tokens)
+
+
+@lru_cache(maxsize=8192)
 def _phrases(text: str) -> frozenset[tuple[str, str]]:
     """Adjacent term pairs, in order: "after five years" shares ("5", "year") with "complete 5 years"."""
     terms = [_NUMBER_WORDS.get(t, t) for t in keyword_terms(text) if not has_cjk(t)]
@@ -552,12 +559,7 @@ def score_units(
         fragment = reading_length(reads) < MIN_ANSWER_READING or unit.kind in ("term", "heading")
         if fragment or reads.endswith((":", "：")):
             score -= 0.2  # headings, fragments and lead-ins ("You can choose between two plans:") answer little
-        tokens = reads.split()
-        if (
-            tokens
-            and not asks_syntax
-            and sum(bool(_SYNTAX_TOKEN.search(t)) for t in tokens) >= SYNTAX_SHARE * len(tokens)
-        ):
+        if not asks_syntax and _reads_as_syntax(reads):
             score -= SYNTAX_PENALTY
         if unit.kind == "row" and " | " in unit.text:
             score -= 0.2  # a table's header row (or a row with no header to read with) answers nothing alone

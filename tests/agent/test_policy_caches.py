@@ -31,7 +31,13 @@ def unit_vectors_for(text: str, seed: int) -> np.ndarray:
 
 def fresh(measure):
     """What `measure()` gives with every cache empty: the reference a cached answer must equal."""
-    for cache in (grading.chunk_units, answering._terms, answering._phrases, answering._bodies_of):
+    for cache in (
+        grading.chunk_units,
+        answering._terms,
+        answering._phrases,
+        answering._bodies_of,
+        answering._reads_as_syntax,
+    ):
         cache.cache_clear()
     return measure()
 
@@ -83,7 +89,7 @@ def test_a_republished_chunk_is_answered_from_its_new_text() -> None:
 
 @pytest.mark.parametrize(
     "cache",
-    [grading.chunk_units, answering._terms, answering._phrases, answering._bodies_of],
+    [grading.chunk_units, answering._terms, answering._phrases, answering._bodies_of, answering._reads_as_syntax],
     ids=lambda c: c.__name__,
 )
 def test_the_per_chunk_caches_are_bounded(cache) -> None:
