@@ -275,7 +275,16 @@ def joined_terms(*texts: str) -> set[str]:
 # question): tokenising and stemming them was a tenth of a question's time.
 @lru_cache(maxsize=8192)
 def _content_terms(text: str) -> frozenset[str]:
-    return frozenset(t for t in keyword_terms(text) if len(t) > 1 or has_cjk(t))
+    return frozenset(t for t in text_terms(text) if len(t) > 1 or has_cjk(t))
+
+
+@lru_cache(maxsize=4096)
+def text_terms(text: str) -> tuple[str, ...]:
+    """`keyword_terms` in order, for the texts read again and again (evidence chunks, their units): cached, so
+    a unit's set of terms and its pairs of adjacent terms (bot.agent.answering) come from one tokenising. A
+    term repeated in the text is one string, shared with the set `content_terms` keeps."""
+    one: dict[str, str] = {}
+    return tuple(one.setdefault(t, t) for t in keyword_terms(text))
 
 
 # Identifiers: error codes, config keys, plan and form names, versions ("unroutable_address", "SEV1",

@@ -30,11 +30,11 @@ from tools.text import (
     content_terms,
     has_cjk,
     identifiers,
-    keyword_terms,
     money_ranges,
     reading_length,
     shorten,
     split_sentences,
+    text_terms,
 )
 
 MAX_SENTENCES = 3
@@ -387,7 +387,7 @@ def _reads_as_syntax(reads: str) -> bool:
 @lru_cache(maxsize=8192)
 def _phrases(text: str) -> frozenset[tuple[str, str]]:
     """Adjacent term pairs, in order: "after five years" shares ("5", "year") with "complete 5 years"."""
-    terms = [_NUMBER_WORDS.get(t, t) for t in keyword_terms(text) if not has_cjk(t)]
+    terms = [_NUMBER_WORDS.get(t, t) for t in text_terms(text) if not has_cjk(t)]
     return frozenset(zip(terms, terms[1:], strict=False))
 
 

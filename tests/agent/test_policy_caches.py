@@ -10,7 +10,7 @@ import pytest
 from bot.agent import answering, grading
 from tools.search import Evidence
 from tools.store import StoredChunk
-from tools.text import content_terms, joined_terms, keyword_terms
+from tools.text import content_terms, joined_terms, keyword_terms, text_terms
 
 CHUNK_ID = "kb/parking.md@v1#0"  # the same id for both versions: the cache must not key on it alone
 BEFORE = "Parking permits cost 40 euros a month. Apply at the front desk before the first of the month."
@@ -89,7 +89,14 @@ def test_a_republished_chunk_is_answered_from_its_new_text() -> None:
 
 @pytest.mark.parametrize(
     "cache",
-    [grading.chunk_units, answering._terms, answering._phrases, answering._bodies_of, answering._reads_as_syntax],
+    [
+        grading.chunk_units,
+        answering._terms,
+        answering._phrases,
+        answering._bodies_of,
+        answering._reads_as_syntax,
+        text_terms,
+    ],
     ids=lambda c: c.__name__,
 )
 def test_the_per_chunk_caches_are_bounded(cache) -> None:
@@ -138,3 +145,9 @@ def test_keyword_terms_of_text_without_cjk_are_those_with_it(keep_stopwords: boo
             "报",
             *keyword_terms(text, keep_stopwords=keep_stopwords),
         ], text
+
+
+def test_text_terms_are_keyword_terms_in_order() -> None:
+    for text in TEXTS:
+        assert list(text_terms(text)) == keyword_terms(text), text
+    assert text_terms("the permit, the permit and the permit") == ("permit", "permit", "permit")
