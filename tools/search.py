@@ -32,7 +32,7 @@ import numpy as np
 from tools.embeddings import Embedder
 from tools.keyword_index import KeywordIndex
 from tools.store import EmbeddingModelMismatch, KnowledgeStore, StoredChunk, chunk_from_metadata
-from tools.text import content_terms
+from tools.text import content_terms, joined_terms
 
 log = logging.getLogger(__name__)
 
@@ -446,7 +446,7 @@ def _rrf(dense: np.ndarray, bm25: np.ndarray, k: int) -> np.ndarray:
 def _coverage(query_terms: set[str], chunk: StoredChunk) -> float:
     if not query_terms:
         return 0.0
-    chunk_terms = content_terms(f"{chunk.header}\n{chunk.text}")
+    chunk_terms = joined_terms(chunk.header, chunk.text)
     return len(query_terms & chunk_terms) / len(query_terms)
 
 

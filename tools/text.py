@@ -236,9 +236,13 @@ def keyword_terms(text: str, *, keep_stopwords: bool = False) -> list[str]:
 
     Bigrams let Chinese text match without a segmenter: 报销政策 → 报销 销政 政策.
     """
+    tokens = raw_tokens(text)
+    if not _HAS_CJK.search(text):  # most texts: no token to split, only the words to stem
+        words = tokens if keep_stopwords else [t for t in tokens if t not in STOPWORDS]
+        return _stemmer().stemWords(words) if words else []
     terms: list[str] = []
     words: list[str] = []
-    for token in raw_tokens(text):
+    for token in tokens:
         if _CJK_RUN.match(token):
             if len(token) == 1:
                 if token not in CJK_STOPWORDS:
@@ -257,11 +261,30 @@ def content_terms(text: str) -> set[str]:
     return set(_content_terms(text))
 
 
+def joined_terms(*texts: str) -> set[str]:
+    """`content_terms` of the texts joined by line breaks ("{header}\n{text}"), from each text's own (cached)
+    terms: no token spans whitespace, so the terms of joined texts are the union of theirs, and a chunk's text
+    is tokenised once whatever heading or title it is read with."""
+    terms: set[str] = set()
+    for text in texts:
+        terms |= _content_terms(text)
+    return terms
+
+
 # The same evidence chunks are measured again and again (each round, grade and answer step, question after
 # question): tokenising and stemming them was a tenth of a question's time.
 @lru_cache(maxsize=8192)
 def _content_terms(text: str) -> frozenset[str]:
-    return frozenset(t for t in keyword_terms(text) if len(t) > 1 or has_cjk(t))
+    return frozenset(t for t in text_terms(text) if len(t) > 1 or has_cjk(t))
+
+
+@lru_cache(maxsize=4096)
+def text_terms(text: str) -> tuple[str, ...]:
+    """`keyword_terms` in order, for the texts read again and again (evidence chunks, their units): cached, so
+    a unit's set of terms and its pairs of adjacent terms (bot.agent.answering) come from one tokenising. A
+    term repeated in the text is one string, shared with the set `content_terms` keeps."""
+    one: dict[str, str] = {}
+    return tuple(one.setdefault(t, t) for t in keyword_terms(text))
 
 
 # Identifiers: error codes, config keys, plan and form names, versions ("unroutable_address", "SEV1",

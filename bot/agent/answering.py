@@ -13,6 +13,7 @@ import math
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -29,11 +30,11 @@ from tools.text import (
     content_terms,
     has_cjk,
     identifiers,
-    keyword_terms,
     money_ranges,
     reading_length,
     shorten,
     split_sentences,
+    text_terms,
 )
 
 MAX_SENTENCES = 3
@@ -276,7 +277,7 @@ def asked_parts(question: str) -> list[AskedPart]:
 def unanswered(parts: Sequence[AskedPart], evidence: Sequence[Evidence]) -> list[AskedPart]:
     """The parts whose own words no evidence chunk (text or headings) has, even as the start of a longer word
     ("sev" in SEV1): nothing here says anything about them."""
-    said = set().union(*(_terms(f"{e.chunk.location} {e.chunk.text}") for e in evidence)) if evidence else set()
+    said = set().union(*(_terms(e.chunk.location) | _terms(e.chunk.text) for e in evidence)) if evidence else set()
     return [part for part in parts if not any(w.startswith(t) for t in part.terms for w in said)]
 
 
@@ -295,6 +296,12 @@ class _Candidate:
     reads: str  # how it reads in the answer (a list item with its lead-in, a row with its header)
     body: str = ""  # what it quotes of its text: the unit, its whole list item, or it after the sentence it points to
     part_meaning: tuple[float, ...] = ()  # its cosine to each asked part alone (empty: no vectors, or one part)
+
+
+# A pure function of the chunk's text, asked for each evidence chunk of each question.
+@lru_cache(maxsize=4096)
+def _bodies_of(text: str) -> tuple[str, ...]:
+    return tuple(_bodies(text, answer_units(text)))
 
 
 def _bodies(text: str, units: Sequence[TextUnit]) -> list[str]:
@@ -356,8 +363,11 @@ def _written_in(evidence: Sequence[Evidence]) -> Callable[[str], bool]:
     return lambda word: any(word in text for text in texts)
 
 
-def _terms(text: str) -> set[str]:
-    return {_NUMBER_WORDS.get(t, t) for t in content_terms(text)}
+# Every unit of every evidence chunk is read again for each question (and twice within one: scoring, then
+# composing): its terms and phrases are a pure function of its text, kept for the texts seen last.
+@lru_cache(maxsize=8192)
+def _terms(text: str) -> frozenset[str]:
+    return frozenset(_NUMBER_WORDS.get(t, t) for t in content_terms(text))
 
 
 def _names_a_cell(row: str, query: str) -> bool:
@@ -367,10 +377,18 @@ def _names_a_cell(row: str, query: str) -> bool:
     return any(len(cell) >= 2 and cell.lower() in asked for cell in (c.strip() for c in row.strip(" |").split("|")))
 
 
-def _phrases(text: str) -> set[tuple[str, str]]:
+@lru_cache(maxsize=8192)
+def _reads_as_syntax(reads: str) -> bool:
+    """Whether a unit reads as syntax (brackets, pipes, flags) rather than prose: SYNTAX_SHARE of its tokens are."""
+    tokens = reads.split()
+    return bool(tokens) and sum(bool(_SYNTAX_TOKEN.search(t)) for t in tokens) >= SYNTAX_SHARE * len(tokens)
+
+
+@lru_cache(maxsize=8192)
+def _phrases(text: str) -> frozenset[tuple[str, str]]:
     """Adjacent term pairs, in order: "after five years" shares ("5", "year") with "complete 5 years"."""
-    terms = [_NUMBER_WORDS.get(t, t) for t in keyword_terms(text) if not has_cjk(t)]
-    return set(zip(terms, terms[1:], strict=False))
+    terms = [_NUMBER_WORDS.get(t, t) for t in text_terms(text) if not has_cjk(t)]
+    return frozenset(zip(terms, terms[1:], strict=False))
 
 
 def _near_duplicate(a: set[str], b: set[str]) -> bool:
@@ -472,7 +490,7 @@ def score_units(
         vectors = (unit_vectors or {}).get(item.chunk_id)
         if vectors is not None and len(vectors) == len(chunk_units):
             saved[rank] = vectors
-        bodies = _bodies(item.chunk.text, chunk_units)
+        bodies = _bodies_of(item.chunk.text)
         for position, (unit, body) in enumerate(zip(chunk_units, bodies, strict=True)):
             units.append((rank, position, unit, body, _reads(unit, item.chunk.location, query_terms, body)))
     if not units or not query_terms:
@@ -504,13 +522,14 @@ def score_units(
     # So are a Chinese question's place and organisation names, per unit (its headings counted): "去深圳出差酒店"
     # is answered by the line that names 深圳, not by the meal allowance of the passage ranked above it.
     places = [n for n in cjk_names(query, _written_in(evidence)) if has_cjk(query)]
-    placed = [f"{evidence[rank].chunk.location}\n{reads}" for rank, _, _, _, reads in units]
-    places = [n for n in places if any(n in text for text in placed)]
+    if places:
+        placed = [f"{evidence[rank].chunk.location}\n{reads}" for rank, _, _, _, reads in units]
+        places = [n for n in places if any(n in text for text in placed)]
     focus = {t for t in {_NUMBER_WORDS.get(t, t) for t in focus} if any(t in terms for terms in sentence_terms)}
     avoid = {" ".join(a.split()) for a in avoid}
     after_said, before_said = _what_follows(evidence, units, avoid, next_step) if next_step else (set(), set())
     # A follow-up's own words in their order ("after five years") say what it adds to the thread.
-    query_phrases = (_phrases(asked) if focus and asked else set()) or _phrases(query)
+    query_phrases = (_phrases(asked) if focus and asked else frozenset()) or _phrases(query)
     asks_first_step = bool(_ASKS_FIRST_STEP.search(asked or query))
     asks_allowance = bool(_ASKS_ALLOWANCE.search(asked or query))
     asks_syntax = bool(_ASKS_SYNTAX.search(asked or query))
@@ -540,12 +559,7 @@ def score_units(
         fragment = reading_length(reads) < MIN_ANSWER_READING or unit.kind in ("term", "heading")
         if fragment or reads.endswith((":", "：")):
             score -= 0.2  # headings, fragments and lead-ins ("You can choose between two plans:") answer little
-        tokens = reads.split()
-        if (
-            tokens
-            and not asks_syntax
-            and sum(bool(_SYNTAX_TOKEN.search(t)) for t in tokens) >= SYNTAX_SHARE * len(tokens)
-        ):
+        if not asks_syntax and _reads_as_syntax(reads):
             score -= SYNTAX_PENALTY
         if unit.kind == "row" and " | " in unit.text:
             score -= 0.2  # a table's header row (or a row with no header to read with) answers nothing alone

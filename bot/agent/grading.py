@@ -32,6 +32,7 @@ from tools.text import (
     content_terms,
     has_cjk,
     identifiers,
+    joined_terms,
     keyword_terms,
     mentions,
 )
@@ -146,7 +147,7 @@ def measure_coverage(query: str, evidence: Sequence[Evidence], term_known: Calla
     # CJK bigrams that straddle two words never occur in any text; count only those the KB knows.
     query_terms = {t for t in asked_terms(query) if not has_cjk(t) or term_known(t)}
     for e in evidence:
-        e.coverage = len(query_terms & content_terms(f"{e.chunk.header}\n{e.chunk.text}")) / max(len(query_terms), 1)
+        e.coverage = len(query_terms & joined_terms(e.chunk.header, e.chunk.text)) / max(len(query_terms), 1)
 
 
 # "How many/long/often …" asks for a kind of fact (cues.py); the word after "how" is not a term the
@@ -190,10 +191,14 @@ class QueryTerms:
 
     def covered(self, text: str, extra: frozenset[str] | set[str] = frozenset()) -> float:
         """The share of the question's terms that `text` (or the `extra` terms around it) contains."""
+        return self.share_in(text, (content_terms(text) | extra) if self.terms else frozenset())
+
+    def share_in(self, text: str, text_terms: frozenset[str] | set[str]) -> float:
+        """`covered`, given the content terms of `text` (and around it) already measured."""
         total = len(self.terms) + len(self.words)
         if not total:
             return 0.0
-        found = len(self.terms & (content_terms(text) | extra)) if self.terms else 0
+        found = len(self.terms & text_terms) if self.terms else 0
         found += sum(word in text for word in self.words)
         return found / total
 
@@ -227,17 +232,40 @@ def unit_matches(
     found: list[UnitMatch] = []
     for rank, e in enumerate(evidence[:UNIT_CHUNKS]):
         vectors = unit_vectors.get(e.chunk_id)
-        units = answer_units(e.chunk.text)
+        units = chunk_units(e.chunk.header, e.chunk.text)
         if vectors is None or len(vectors) != len(units):
             continue  # saved by another version of answer_units: judged on the chunk alone
-        heading = content_terms(e.chunk.header)
-        for unit, cosine in zip(units, vectors @ query_vector, strict=True):
-            if np.isnan(cosine):
+        for unit, cosine in zip(units, (vectors @ query_vector).tolist(), strict=True):
+            if math.isnan(cosine):
                 continue
-            coverage = terms.covered(f"{e.chunk.header}\n{unit.text}", heading)
-            found.append(UnitMatch(rank, unit.text, float(cosine), coverage, cues.supplies(unit.text, expected)))
+            coverage = terms.share_in(unit.framed, unit.terms)
+            found.append(UnitMatch(rank, unit.text, cosine, coverage, cues.supplies(unit.text, expected)))
     found.sort(key=lambda u: u.cosine, reverse=True)
     return found
+
+
+@dataclass(frozen=True)
+class MeasurableUnit:
+    """An answer unit of a chunk as coverage reads it: its text, the text with its section's heading before
+    it, and the content terms of both (the heading's terms count for every unit under it)."""
+
+    text: str
+    framed: str
+    terms: frozenset[str]
+
+
+# Every probe re-ranks its eight chunks by their units, and grading measures them again, question after
+# question: splitting and tokenising the same chunk's units each time was most of that work. A pure function
+# of the chunk's heading and text (the cache key), so a republished chunk, whose text differs, is measured anew.
+@lru_cache(maxsize=4096)
+def chunk_units(header: str, text: str) -> tuple[MeasurableUnit, ...]:
+    """The chunk's answer units (tools.text.answer_units), each with what coverage measures of it."""
+    heading = content_terms(header)
+    units = []
+    for unit in answer_units(text):
+        framed = f"{header}\n{unit.text}"
+        units.append(MeasurableUnit(unit.text, framed, frozenset(heading | joined_terms(unit.text))))
+    return tuple(units)
 
 
 def grade_offline(
@@ -419,7 +447,7 @@ def missing_answer_type(
     # The count is held to the word only where the evidence uses it: "how many men …" may be answered by
     # "91.3 males" in a passage that never says "men"; "10 active keys" does not count the webhook endpoints
     # the same passages name.
-    used = set().union(*(content_terms(f"{e.chunk.header}\n{e.chunk.text}") for e in evidence[:UNIT_CHUNKS]))
+    used = set().union(*(joined_terms(e.chunk.header, e.chunk.text) for e in evidence[:UNIT_CHUNKS]))
     if not terms <= used:
         counted, terms = "", set()
     for unit in units:
@@ -572,7 +600,7 @@ def near_misses(
         return cjk_near_misses(query, texts, known)
     absent: list[str] = []
     if asks_about_names(query) or (asked and asked != query and asks_about_names(asked)):
-        terms = [content_terms(text) for text in texts]
+        terms = [joined_terms(e.chunk.document, e.chunk.header, e.chunk.text) for e in evidence]
         # (as written, give or take punctuation: "401k" is "401(k)"; "50k" is an amount, not a name)
         named = [n for n in identifiers(query) if not _AMOUNT.match(n)]
         named += [m.group(0) for m in _RANKED.finditer(query)] + _COMPOUND.findall(query)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
 
@@ -50,11 +50,13 @@ class SufficiencyFeatures:
     cjk: float  # a Chinese question (judged by grade_cjk, not by the model)
 
     @classmethod
+    @lru_cache(maxsize=1)  # read for every verdict, and its fields are the class's
     def names(cls) -> tuple[str, ...]:
         return tuple(f.name for f in fields(cls))
 
     def as_dict(self) -> dict[str, float]:
-        return {name: round(float(value), 4) for name, value in asdict(self).items()}
+        # (not dataclasses.asdict: its deep copy of each float was most of a verdict's scoring)
+        return {name: round(float(getattr(self, name)), 4) for name in self.names()}
 
 
 # The model's terms beyond the features themselves: a piecewise-linear basis for the cosines and coverages (a
