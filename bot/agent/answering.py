@@ -285,6 +285,36 @@ def missing_note(parts: Sequence[AskedPart]) -> str:
     return f"These sources don't say anything about {asked}."
 
 
+# Each asked part is searched on its own too (its chunk is often not among the whole question's): at most this many.
+MAX_SEARCHED_PARTS = 3
+_WORD = re.compile(r"[\w$%€£¥][\w$%€£¥'’.,-]*[\w%]|[\w$]")
+
+
+@dataclass(frozen=True)
+class PartSearch:
+    part: AskedPart
+    query: str  # what the part is searched by: its text, with the question's subject where it lacks it
+
+
+def part_searches(asked: str, standalone: str = "") -> list[PartSearch]:
+    """The searches for a question's asked parts (the first MAX_SEARCHED_PARTS; [] for a one-part question). A later
+    part often leaves the subject to the first ("what's the 401k match and how long until it vests?"): it is
+    searched with the first part's words it lacks, and with those the condensed question (a follow-up's
+    `standalone`) adds to the message."""
+    parts = asked_parts(asked)[:MAX_SEARCHED_PARTS]
+    if len(parts) < 2:
+        return []
+    # (search terms, as the keyword index has them: a series' letter, "D", is one)
+    added = _WORD.findall(standalone) if standalone and standalone != asked else []
+    searches = []
+    for index, part in enumerate(parts):
+        own = set(keyword_terms(part.text))
+        context = [*(() if index == 0 else _WORD.findall(_ASKING_FORM.sub(" ", parts[0].text))), *added]
+        subject = [w for w in dict.fromkeys(context) if (terms := set(keyword_terms(w))) and not terms <= own]
+        searches.append(PartSearch(part, " ".join([part.text, *subject])))
+    return searches
+
+
 @dataclass(frozen=True)
 class _Candidate:
     score: float
@@ -427,21 +457,25 @@ def extractive_answer(
     routed: Sequence[str] = (),
     avoid: Collection[str] = (),
     next_step: str = "",
+    unsupported_parts: Collection[str] = (),
 ) -> DraftAnswer | None:
     """The best evidence sentences, cited, the best-supported one from the top-routed KB first. With
     the query's vector, the lexical front-runners are re-scored by their meaning (vectors saved at
     ingest, by chunk id, else `embed`), so a sentence that says it in other words still wins. `avoid`:
     sentences the thread was already told, for a follow-up that asks for something else; `next_step`: it
-    asks for the next step ("then") or what happens otherwise ("otherwise"); bot.agent.condense decides both."""
-    scored = score_units(query, evidence, query_vector, embed, focus, unit_vectors, asked, avoid, next_step)
+    asks for the next step ("then") or what happens otherwise ("otherwise"); bot.agent.condense decides both.
+    `unsupported_parts`: asked parts (as typed) that grading found no evidence for: no unit is picked for them,
+    they are named as missing."""
+    asked_for = asked_parts(asked or query)
+    parts = [p for p in asked_for if p.text not in unsupported_parts]
+    scored = score_units(query, evidence, query_vector, embed, focus, unit_vectors, asked, avoid, next_step, parts)
     if not scored or scored[0].score <= MIN_SENTENCE_SCORE:
         return None
     # A follow-up asking for something else is answered by a sentence the top passage may not hold.
-    parts = asked_parts(asked or query)
     chosen = compose(query, evidence, scored, routed, top_passage_first=not avoid, parts=parts)
     draft = _cited(evidence, chosen)
-    missing = unanswered(parts, evidence)
-    if missing and len(missing) < len(parts):
+    missing = [p for p in asked_for if p not in parts or p in unanswered(parts, evidence)]
+    if missing and len(missing) < len(asked_for):
         draft = DraftAnswer(f"{draft.text} {missing_note(missing)}", draft.citations)
     return draft
 
@@ -456,8 +490,12 @@ def score_units(
     asked: str | None = None,
     avoid: Collection[str] = (),
     next_step: str = "",
+    parts: Sequence[AskedPart] | None = None,
 ) -> list[_Candidate]:
-    """Every answer unit of the evidence, scored for this query, best first."""
+    """Every answer unit of the evidence, scored for this query, best first; each asked part's (`parts`, else
+    all the question asks) lexical front-runner among them, and its closeness to each part."""
+    if parts is None:
+        parts = asked_parts(asked or query)
     # A Chinese question is matched by its words (rjieba) besides its character bigrams: a unit that has
     # 门禁卡 whole says more than one that shares 门禁; the bigrams still catch a word jieba splits (年/假).
     words = cjk_content_words(query, _written_in(evidence)) if has_cjk(query) else []
@@ -574,7 +612,7 @@ def score_units(
                 break
             head.setdefault((c.rank, c.reads), c)
         # Each asked part's lexical front-runner is re-scored too: the other parts' words may outweigh its own.
-        for part in asked_parts(asked or query):
+        for part in parts:
             front = next((c for c in scored if part.terms & c.terms), None)
             if front is not None:
                 head.setdefault((front.rank, front.reads), front)
@@ -585,7 +623,7 @@ def score_units(
             for c, cos in zip(members, vectors @ query_vector, strict=True):
                 closest[(c.rank, c.reads)] = max(float(cos), closest.get((c.rank, c.reads), -1.0))
             meaning = CJK_MEANING_WEIGHT if has_cjk(query) else 1.0
-            by_part = _part_closeness(asked_parts(asked or query), members, vectors, embed)
+            by_part = _part_closeness(parts, members, vectors, embed)
             scored = [
                 replace(c, score=c.score + meaning * closest[key], part_meaning=by_part.get(key, ()))
                 for key, c in head.items()

@@ -77,6 +77,7 @@ class Verdict:
     missing: str = ""
     features: sufficiency.SufficiencyFeatures | None = None  # what was measured (offline), for the trace
     score: float | None = None  # the fitted model's probability that the evidence answers (sufficiency.py)
+    unsupported_parts: tuple[str, ...] = ()  # asked parts (as typed) that their own evidence does not answer
 
 
 # Calendar words are capitalised but name no entity a document must mention ("Christmas holidays"
@@ -791,6 +792,28 @@ class GradeVerdict(BaseModel):
     relevant_ids: list[str]
     sufficient: bool
     missing: str
+
+
+def with_parts(whole: Verdict, parts: Sequence[tuple[str, Verdict]]) -> Verdict:
+    """The verdict on a question of several asked parts, each also graded on its own evidence (`parts`: the part as
+    typed, its verdict). Evidence that answers the whole question answers it. Otherwise it is answerable when some
+    of its parts are: those are answered and the rest named as missing, rather than the whole refused. A question
+    none of whose parts its evidence answers is refused, as the whole question's verdict says."""
+    if whole.sufficient or not parts:
+        return whole
+    answered = [text for text, verdict in parts if verdict.sufficient]
+    if not answered:
+        return whole
+    unsupported = tuple(text for text, verdict in parts if not verdict.sufficient)
+    said = "; ".join(f"“{text}”: {verdict.reason}" for text, verdict in parts)
+    return replace(
+        whole,
+        sufficient=True,
+        reason=f"its parts are answered on their own ({said})",
+        missing="",
+        relevant_ids=(),
+        unsupported_parts=unsupported,
+    )
 
 
 def worth_asking(offline: Verdict, evidence: Sequence[Evidence]) -> bool:
