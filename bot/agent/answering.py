@@ -228,6 +228,8 @@ PART_MEANING_WEIGHT = 1.0
 PART_COVERAGE_WEIGHT = 1.0
 PART_TYPE_BONUS = 0.25
 ROW_LABEL_WEIGHT = 0.2
+# … and a unit of a chunk the part's own search found: the more, the better that search ranked it.
+PART_FOUND_WEIGHT = 0.2
 # Two parts share a unit only when neither has another this close in fit (of its PART_OPTIONS best).
 PART_ALTERNATIVE_MARGIN = 0.3
 PART_OPTIONS = 4
@@ -246,6 +248,7 @@ class AskedPart:
     text: str  # as typed
     terms: frozenset[str]  # its words no other part has: what its unit must say
     expected: tuple[re.Pattern[str], ...]  # what a unit answering its asked type contains
+    found: tuple[str, ...] = ()  # the chunks its own search found, best first (none: it was not searched alone)
 
 
 def asked_parts(question: str) -> list[AskedPart]:
@@ -458,6 +461,8 @@ def extractive_answer(
     avoid: Collection[str] = (),
     next_step: str = "",
     unsupported_parts: Collection[str] = (),
+    part_chunks: Mapping[str, Sequence[str]] | None = None,
+    part_only: Collection[str] = (),
 ) -> DraftAnswer | None:
     """The best evidence sentences, cited, the best-supported one from the top-routed KB first. With
     the query's vector, the lexical front-runners are re-scored by their meaning (vectors saved at
@@ -465,16 +470,20 @@ def extractive_answer(
     sentences the thread was already told, for a follow-up that asks for something else; `next_step`: it
     asks for the next step ("then") or what happens otherwise ("otherwise"); bot.agent.condense decides both.
     `unsupported_parts`: asked parts (as typed) that grading found no evidence for: no unit is picked for them,
-    they are named as missing."""
+    they are named as missing; `part_chunks`: each asked part's (as typed) chunks its own search found, best first;
+    `part_only`: the chunks of `evidence` only the parts' searches found (they answer those parts, nothing else)."""
     asked_for = asked_parts(asked or query)
-    parts = [p for p in asked_for if p.text not in unsupported_parts]
-    scored = score_units(query, evidence, query_vector, embed, focus, unit_vectors, asked, avoid, next_step, parts)
+    found = part_chunks or {}
+    parts = [replace(p, found=tuple(found.get(p.text, ()))) for p in asked_for if p.text not in unsupported_parts]
+    scored = score_units(
+        query, evidence, query_vector, embed, focus, unit_vectors, asked, avoid, next_step, parts, part_only
+    )
     if not scored or scored[0].score <= MIN_SENTENCE_SCORE:
         return None
     # A follow-up asking for something else is answered by a sentence the top passage may not hold.
-    chosen = compose(query, evidence, scored, routed, top_passage_first=not avoid, parts=parts)
+    chosen = compose(query, evidence, scored, routed, top_passage_first=not avoid, parts=parts, part_only=part_only)
     draft = _cited(evidence, chosen)
-    missing = [p for p in asked_for if p not in parts or p in unanswered(parts, evidence)]
+    missing = [p for p in asked_for if p.text not in {q.text for q in parts} or p in unanswered(parts, evidence)]
     if missing and len(missing) < len(asked_for):
         draft = DraftAnswer(f"{draft.text} {missing_note(missing)}", draft.citations)
     return draft
@@ -491,6 +500,7 @@ def score_units(
     avoid: Collection[str] = (),
     next_step: str = "",
     parts: Sequence[AskedPart] | None = None,
+    part_only: Collection[str] = (),
 ) -> list[_Candidate]:
     """Every answer unit of the evidence, scored for this query, best first; each asked part's (`parts`, else
     all the question asks) lexical front-runner among them, and its closeness to each part."""
@@ -607,15 +617,22 @@ def score_units(
         # A whole list item is one candidate, as close in meaning as the closest of its sentences.
         scored.sort(key=lambda c: c.score, reverse=True)
         head: dict[tuple[int, str], _Candidate] = {}
+        # (the chunks only the parts' own searches found are theirs: their front-runners join below)
+        brought = {rank for rank, e in enumerate(evidence) if e.chunk_id in part_only}
         for c in scored:
             if len(head) == SEMANTIC_CANDIDATES:
                 break
-            head.setdefault((c.rank, c.reads), c)
+            if c.rank not in brought:
+                head.setdefault((c.rank, c.reads), c)
         # Each asked part's lexical front-runner is re-scored too: the other parts' words may outweigh its own.
+        # So is its front-runner in each chunk its own search found: the whole question's words may outweigh it there.
         for part in parts:
-            front = next((c for c in scored if part.terms & c.terms), None)
-            if front is not None:
-                head.setdefault((front.rank, front.reads), front)
+            own = {e.chunk_id for e in evidence} & set(part.found)
+            ranks = [None, *(r for r, e in enumerate(evidence) if e.chunk_id in own)]
+            for rank in ranks:
+                front = next((c for c in scored if part.terms & c.terms and rank in (None, c.rank)), None)
+                if front is not None:
+                    head.setdefault((front.rank, front.reads), front)
         members = [c for c in scored if (c.rank, c.reads) in head]
         vectors = _meaning_vectors([(c.rank, c.position, c.unit.text) for c in members], saved, embed)
         if vectors is not None:
@@ -639,11 +656,17 @@ def compose(
     routed: Sequence[str] = (),
     top_passage_first: bool = True,
     parts: Sequence[AskedPart] = (),
+    part_only: Collection[str] = (),
 ) -> list[_Candidate]:
     """The sentences to quote, in the order to quote them: the lead first — the best-supported sentence
     of the top-routed KB that has evidence (another KB's only when clearly better) — then up to
     MAX_SENTENCES - 1 more near its score, in reading order. Another KB's sentence joins only when it
-    adds a query term the others lack (the question spans both KBs); a near-duplicate never does."""
+    adds a query term the others lack (the question spans both KBs); a near-duplicate never does. A unit of a
+    `part_only` chunk (one only an asked part's own search found) answers that part only: it is no lead and no
+    filler."""
+    brought = {rank for rank, e in enumerate(evidence) if e.chunk_id in part_only}
+    every = scored
+    scored = [c for c in scored if c.rank not in brought] or scored
     best = scored[0]
     kbs = [e.chunk.kb for e in evidence]
     primary = next((kb for kb in routed if kb in kbs), kbs[best.rank])
@@ -667,7 +690,7 @@ def compose(
         lead = passage_best
     lead_kb = kbs[lead.rank]
     query_terms = _terms(query)
-    picks = _part_picks(parts, lead, [c for c in scored if kbs[c.rank] == lead_kb and c is not lead], evidence)
+    picks = _part_picks(parts, lead, [c for c in every if kbs[c.rank] == lead_kb and c is not lead], evidence, brought)
     if picks:
         # One unit per asked part, in the question's order: the answer to the first part leads.
         chosen = picks[:MAX_SENTENCES]
@@ -757,12 +780,13 @@ def _row_label_named(candidate: _Candidate, part: AskedPart, raw: str) -> float:
 
 
 def _part_fits(
-    parts: Sequence[AskedPart], pool: Sequence[_Candidate], evidence: Sequence[Evidence]
+    parts: Sequence[AskedPart], pool: Sequence[_Candidate], evidence: Sequence[Evidence], brought: Collection[int] = ()
 ) -> list[list[float]]:
     """How well each unit of `pool` answers each part: its support for the whole question, its closeness in meaning
     to the part alone, the share of the part's own words it says by itself (rarer words weighing more; not through
     its heading: every unit of a passage "has" that), the part's asked type, for a table row how well the part
-    names it."""
+    names it, and whether its chunk is one the part's own search found (the better ranked there, the more). A unit
+    of a chunk only other parts' searches `brought` does not answer this part."""
     said = [_terms(c.reads) for c in pool]
     raw = [evidence[c.rank].chunk.text[c.unit.start : c.unit.end] if evidence else c.unit.text for c in pool]
     fits = []
@@ -771,8 +795,14 @@ def _part_fits(
         said_by = {t: sum(any(_same_stem(t, w) for w in words) for words in said) for t in part.terms}
         weight = {t: math.log(1 + len(pool) / (1 + n)) for t, n in said_by.items()}
         expected = (*part.expected, _CONDITION) if _ASKS_WHEN.search(part.text) else part.expected
+        found = {chunk_id: place for place, chunk_id in enumerate(part.found)}
         row = []
         for c, words, text in zip(pool, said, raw, strict=True):
+            place = found.get(evidence[c.rank].chunk_id) if evidence else None
+            if c.rank in brought and place is None:
+                row.append(-math.inf)
+                continue
+            own = PART_FOUND_WEIGHT / (1 + place) if place is not None else 0.0
             typed = PART_TYPE_BONUS if any(p.search(c.reads) for p in expected) else 0.0
             meaning = c.part_meaning[index] if index < len(c.part_meaning) else 0.0
             row.append(
@@ -781,13 +811,18 @@ def _part_fits(
                 + PART_COVERAGE_WEIGHT * _says(part, words, weight)
                 + typed
                 + ROW_LABEL_WEIGHT * _row_label_named(c, part, text)
+                + own
             )
         fits.append(row)
     return fits
 
 
 def _part_picks(
-    parts: Sequence[AskedPart], lead: _Candidate, same_kb: Sequence[_Candidate], evidence: Sequence[Evidence] = ()
+    parts: Sequence[AskedPart],
+    lead: _Candidate,
+    same_kb: Sequence[_Candidate],
+    evidence: Sequence[Evidence] = (),
+    brought: Collection[int] = (),
 ) -> list[_Candidate]:
     """Each asked part's unit, in the question's order, among the lead and its KB's units that answer the question
     at all (PART_SHARE of the lead's support) — the one that fits the part best (`_part_fits`), unless two parts
@@ -796,7 +831,7 @@ def _part_picks(
     list). A unit that quotes a pick whole (a sentence with the one it points back to) replaces it. [] when the
     lead stands for every part."""
     pool = [lead, *(c for c in same_kb if c.score >= PART_SHARE * lead.score and not _fragment(c))]
-    fits = _part_fits(parts, pool, evidence)
+    fits = _part_fits(parts, pool, evidence, brought)
     options = []
     for row in fits:
         ranked = sorted(range(len(pool)), key=lambda i, row=row: row[i], reverse=True)[:PART_OPTIONS]

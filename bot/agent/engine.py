@@ -15,7 +15,7 @@ import contextlib
 import contextvars
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -312,14 +312,16 @@ class AnswerEngine:
         leads with the top one's best sentence). `parts`: the asked parts' own evidence, answered from beside the
         question's, but for the `unsupported_parts` (named as missing instead)."""
         supported = [p.evidence for p in parts if p.text not in unsupported_parts]
-        chosen = with_parts_evidence(answering.select_evidence(evidence, relevant_ids), supported)
+        asked = answering.select_evidence(evidence, relevant_ids)
+        chosen = with_parts_evidence(asked, supported)
+        part_only = {e.chunk_id for e in chosen[len(asked) :]}
         return llm_step(
             fallback.ANSWER,
             llm,
             lambda: answering.answer_messages(question.standalone, chosen),
             None,  # a text answer, not JSON
             lambda text: answering.validate_llm_answer(text, chosen),
-            lambda: self._extractive_answer(question, chosen, routed, unsupported_parts),
+            lambda: self._extractive_answer(question, chosen, routed, unsupported_parts, parts, part_only),
         )
 
     def _extractive_answer(
@@ -328,6 +330,8 @@ class AnswerEngine:
         chosen: list[Evidence],
         routed: Sequence[str] = (),
         unsupported_parts: Sequence[str] = (),
+        parts: Sequence[PartEvidence] = (),
+        part_only: Collection[str] = (),
     ) -> answering.DraftAnswer | None:
         embedder = self.service.embedder
         # A follow-up's own words ("contractors") are what it asks about; the words carried over
@@ -353,6 +357,8 @@ class AnswerEngine:
             avoid=told,
             next_step=condense.what_next_kind(question.text) if told else "",
             unsupported_parts=unsupported_parts,
+            part_chunks={p.text: [e.chunk_id for e in p.evidence] for p in parts},
+            part_only=part_only,
         )
 
     def embed_sentences(self, texts: list[str]) -> np.ndarray:
