@@ -461,6 +461,7 @@ def extractive_answer(
     avoid: Collection[str] = (),
     next_step: str = "",
     unsupported_parts: Collection[str] = (),
+    unanswered_parts: Collection[str] = (),
     part_chunks: Mapping[str, Sequence[str]] | None = None,
     part_only: Collection[str] = (),
 ) -> DraftAnswer | None:
@@ -469,12 +470,13 @@ def extractive_answer(
     ingest, by chunk id, else `embed`), so a sentence that says it in other words still wins. `avoid`:
     sentences the thread was already told, for a follow-up that asks for something else; `next_step`: it
     asks for the next step ("then") or what happens otherwise ("otherwise"); bot.agent.condense decides both.
-    `unsupported_parts`: asked parts (as typed) that grading found no evidence for: no unit is picked for them,
-    they are named as missing; `part_chunks`: each asked part's (as typed) chunks its own search found, best first;
+    `unsupported_parts`: asked parts (as typed) that grading found no evidence for: named as missing unless a quoted
+    unit says them; `unanswered_parts`: those of them no unit is picked for (the question is answered by its other
+    parts); `part_chunks`: each asked part's (as typed) chunks its own search found, best first;
     `part_only`: the chunks of `evidence` only the parts' searches found (they answer those parts, nothing else)."""
     asked_for = asked_parts(asked or query)
     found = part_chunks or {}
-    parts = [replace(p, found=tuple(found.get(p.text, ()))) for p in asked_for if p.text not in unsupported_parts]
+    parts = [replace(p, found=tuple(found.get(p.text, ()))) for p in asked_for if p.text not in unanswered_parts]
     scored = score_units(
         query, evidence, query_vector, embed, focus, unit_vectors, asked, avoid, next_step, parts, part_only
     )
@@ -483,7 +485,13 @@ def extractive_answer(
     # A follow-up asking for something else is answered by a sentence the top passage may not hold.
     chosen = compose(query, evidence, scored, routed, top_passage_first=not avoid, parts=parts, part_only=part_only)
     draft = _cited(evidence, chosen)
-    missing = [p for p in asked_for if p.text not in {q.text for q in parts} or p in unanswered(parts, evidence)]
+    # Missing: a part its own evidence does not answer (graded), unless a quoted unit says every word of it ("… and
+    # the match vests immediately" for "how long until it vests": no duration said); a part not searched on its
+    # own, when no evidence has its words.
+    quoted = set().union(*(c.terms for c in chosen))
+    missing = {p.text for p in unanswered([p for p in parts if not p.found], evidence)}
+    missing |= {p.text for p in asked_for if p.text in unsupported_parts and _says(p, quoted) < 1.0}
+    missing = [p for p in asked_for if p.text in missing]
     if missing and len(missing) < len(asked_for):
         draft = DraftAnswer(f"{draft.text} {missing_note(missing)}", draft.citations)
     return draft

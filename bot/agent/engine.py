@@ -220,7 +220,7 @@ class AnswerEngine:
         known = self.term_known(kbs)
         grading.measure_coverage(query, evidence, known)
         verdict = grading.grade_offline(query, evidence, known, self.answer_units(query, evidence, known), asked)
-        if parts and not verdict.sufficient:
+        if parts:
             graded = []
             for part in parts:
                 grading.measure_coverage(part.query, part.evidence, known)
@@ -307,11 +307,13 @@ class AnswerEngine:
         routed: Sequence[str] = (),
         parts: Sequence[PartEvidence] = (),
         unsupported_parts: Sequence[str] = (),
+        unanswered_parts: Sequence[str] = (),
     ) -> Outcome[answering.DraftAnswer | None]:
         """The cited answer from `evidence`; `routed`: the KBs the router chose, best first (the answer
         leads with the top one's best sentence). `parts`: the asked parts' own evidence, answered from beside the
-        question's, but for the `unsupported_parts` (named as missing instead)."""
-        supported = [p.evidence for p in parts if p.text not in unsupported_parts]
+        question's, but for the `unanswered_parts` (left out); the `unsupported_parts` are named as missing unless a
+        quoted sentence says them."""
+        supported = [p.evidence for p in parts if p.text not in unanswered_parts]
         asked = answering.select_evidence(evidence, relevant_ids)
         chosen = with_parts_evidence(asked, supported)
         part_only = {e.chunk_id for e in chosen[len(asked) :]}
@@ -321,7 +323,9 @@ class AnswerEngine:
             lambda: answering.answer_messages(question.standalone, chosen),
             None,  # a text answer, not JSON
             lambda text: answering.validate_llm_answer(text, chosen),
-            lambda: self._extractive_answer(question, chosen, routed, unsupported_parts, parts, part_only),
+            lambda: self._extractive_answer(
+                question, chosen, routed, unsupported_parts, unanswered_parts, parts, part_only
+            ),
         )
 
     def _extractive_answer(
@@ -330,6 +334,7 @@ class AnswerEngine:
         chosen: list[Evidence],
         routed: Sequence[str] = (),
         unsupported_parts: Sequence[str] = (),
+        unanswered_parts: Sequence[str] = (),
         parts: Sequence[PartEvidence] = (),
         part_only: Collection[str] = (),
     ) -> answering.DraftAnswer | None:
@@ -357,6 +362,7 @@ class AnswerEngine:
             avoid=told,
             next_step=condense.what_next_kind(question.text) if told else "",
             unsupported_parts=unsupported_parts,
+            unanswered_parts=unanswered_parts,
             part_chunks={p.text: [e.chunk_id for e in p.evidence] for p in parts},
             part_only=part_only,
         )

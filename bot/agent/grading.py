@@ -78,6 +78,7 @@ class Verdict:
     features: sufficiency.SufficiencyFeatures | None = None  # what was measured (offline), for the trace
     score: float | None = None  # the fitted model's probability that the evidence answers (sufficiency.py)
     unsupported_parts: tuple[str, ...] = ()  # asked parts (as typed) that their own evidence does not answer
+    by_parts: bool = False  # sufficient because some parts are answered (not the whole question): answer only those
 
 
 # Calendar words are capitalised but name no entity a document must mention ("Christmas holidays"
@@ -798,13 +799,13 @@ def with_parts(whole: Verdict, parts: Sequence[tuple[str, Verdict]]) -> Verdict:
     """The verdict on a question of several asked parts, each also graded on its own evidence (`parts`: the part as
     typed, its verdict). Evidence that answers the whole question answers it. Otherwise it is answerable when some
     of its parts are: those are answered and the rest named as missing, rather than the whole refused. A question
-    none of whose parts its evidence answers is refused, as the whole question's verdict says."""
-    if whole.sufficient or not parts:
-        return whole
-    answered = [text for text, verdict in parts if verdict.sufficient]
-    if not answered:
-        return whole
+    none of whose parts its evidence answers is refused, as the whole question's verdict says. Either way the
+    verdict names the parts their own evidence does not answer."""
     unsupported = tuple(text for text, verdict in parts if not verdict.sufficient)
+    if whole.sufficient:
+        return replace(whole, unsupported_parts=unsupported)
+    if len(unsupported) == len(parts):
+        return whole
     said = "; ".join(f"“{text}”: {verdict.reason}" for text, verdict in parts)
     return replace(
         whole,
@@ -813,6 +814,7 @@ def with_parts(whole: Verdict, parts: Sequence[tuple[str, Verdict]]) -> Verdict:
         missing="",
         relevant_ids=(),
         unsupported_parts=unsupported,
+        by_parts=True,
     )
 
 

@@ -176,7 +176,8 @@ class AnswerEvent(Event):
     evidence: list[Evidence]
     relevant_ids: list[str]
     parts: list[PartEvidence] = []
-    unsupported_parts: list[str] = []
+    unsupported_parts: list[str] = []  # to name as missing (unless a quoted unit says them)
+    unanswered_parts: list[str] = []  # to leave out: no unit is picked for them
 
 
 class RefuseEvent(Event):
@@ -334,6 +335,7 @@ class AnswerWorkflow(Workflow):
                 relevant_ids=list(verdict.relevant_ids),
                 parts=ev.parts,
                 unsupported_parts=list(verdict.unsupported_parts),
+                unanswered_parts=list(verdict.unsupported_parts) if verdict.by_parts else [],
             )
         if len(trace.rounds) >= MAX_ROUNDS:
             return RefuseEvent(question=question, reason=verdict.reason)
@@ -363,6 +365,7 @@ class AnswerWorkflow(Workflow):
             routed=trace.route.kbs,
             parts=ev.parts,
             unsupported_parts=ev.unsupported_parts,
+            unanswered_parts=ev.unanswered_parts,
         )
         trace = trace.noting(written).timed("answer", started)
         if written.value is None:
