@@ -470,10 +470,10 @@ def extractive_answer(
     ingest, by chunk id, else `embed`), so a sentence that says it in other words still wins. `avoid`:
     sentences the thread was already told, for a follow-up that asks for something else; `next_step`: it
     asks for the next step ("then") or what happens otherwise ("otherwise"); bot.agent.condense decides both.
-    `unsupported_parts`: asked parts (as typed) that grading found no evidence for: named as missing unless a quoted
-    unit says them; `unanswered_parts`: those of them no unit is picked for (the question is answered by its other
-    parts); `part_chunks`: each asked part's (as typed) chunks its own search found, best first;
-    `part_only`: the chunks of `evidence` only the parts' searches found (they answer those parts, nothing else)."""
+    `unsupported_parts`: asked parts (as typed) that their own evidence does not answer (graded); `unanswered_parts`:
+    those of them no unit is picked for (the question is answered by its other parts); `part_chunks`: each asked
+    part's (as typed) chunks its own search found, best first; `part_only`: the chunks of `evidence` only the parts'
+    searches found (they answer those parts, nothing else)."""
     asked_for = asked_parts(asked or query)
     found = part_chunks or {}
     parts = [replace(p, found=tuple(found.get(p.text, ()))) for p in asked_for if p.text not in unanswered_parts]
@@ -485,12 +485,12 @@ def extractive_answer(
     # A follow-up asking for something else is answered by a sentence the top passage may not hold.
     chosen = compose(query, evidence, scored, routed, top_passage_first=not avoid, parts=parts, part_only=part_only)
     draft = _cited(evidence, chosen)
-    # Missing: a part its own evidence does not answer (graded), unless a quoted unit says every word of it ("… and
-    # the match vests immediately" for "how long until it vests": no duration said); a part not searched on its
-    # own, when no evidence has its words.
+    # Missing: a part no evidence has the words of — when searched on its own, only if its own evidence does not
+    # answer it either (graded); a part left out, unless a quoted unit says every word of it ("… and the match vests
+    # immediately" for "how long until it vests": no duration said, yet that is the answer).
     quoted = set().union(*(c.terms for c in chosen))
-    missing = {p.text for p in unanswered([p for p in parts if not p.found], evidence)}
-    missing |= {p.text for p in asked_for if p.text in unsupported_parts and _says(p, quoted) < 1.0}
+    missing = {p.text for p in unanswered(parts, evidence) if not p.found or p.text in unsupported_parts}
+    missing |= {p.text for p in asked_for if p.text in unanswered_parts and _says(p, quoted) < 1.0}
     missing = [p for p in asked_for if p.text in missing]
     if missing and len(missing) < len(asked_for):
         draft = DraftAnswer(f"{draft.text} {missing_note(missing)}", draft.citations)
