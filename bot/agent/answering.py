@@ -290,6 +290,8 @@ def missing_note(parts: Sequence[AskedPart]) -> str:
 
 # Each asked part is searched on its own too (its chunk is often not among the whole question's): at most this many.
 MAX_SEARCHED_PARTS = 3
+# A part that points back to what an earlier part named ("how long until it vests?").
+_POINTS_TO = re.compile(r"\b(?:it|its|they|them|their|this|that|these|those|one|ones)\b", re.I)
 _WORD = re.compile(r"[\w$%€£¥][\w$%€£¥'’.,-]*[\w%]|[\w$]")
 
 
@@ -301,9 +303,9 @@ class PartSearch:
 
 def part_searches(asked: str, standalone: str = "") -> list[PartSearch]:
     """The searches for a question's asked parts (the first MAX_SEARCHED_PARTS; [] for a one-part question). A later
-    part often leaves the subject to the first ("what's the 401k match and how long until it vests?"): it is
-    searched with the first part's words it lacks, and with those the condensed question (a follow-up's
-    `standalone`) adds to the message."""
+    part often leaves the subject to the first ("what's the 401k match and how long until it vests?", "… and at what
+    valuation?"): one that points back or names at most one thing is searched with the first part's words it lacks.
+    Every part gets the words the condensed question (a follow-up's `standalone`) adds to the message."""
     parts = asked_parts(asked)[:MAX_SEARCHED_PARTS]
     if len(parts) < 2:
         return []
@@ -312,7 +314,9 @@ def part_searches(asked: str, standalone: str = "") -> list[PartSearch]:
     searches = []
     for index, part in enumerate(parts):
         own = set(keyword_terms(part.text))
-        context = [*(() if index == 0 else _WORD.findall(_ASKING_FORM.sub(" ", parts[0].text))), *added]
+        names = set(keyword_terms(_ASKING_FORM.sub(" ", part.text)))
+        leans = index > 0 and (len(names) < 2 or bool(_POINTS_TO.search(part.text)))
+        context = [*(_WORD.findall(_ASKING_FORM.sub(" ", parts[0].text)) if leans else ()), *added]
         subject = [w for w in dict.fromkeys(context) if (terms := set(keyword_terms(w))) and not terms <= own]
         searches.append(PartSearch(part, " ".join([part.text, *subject])))
     return searches
