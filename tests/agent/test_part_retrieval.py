@@ -117,3 +117,19 @@ def test_a_later_part_is_searched_with_the_subject_only_when_it_leans_on_it():
     assert answering.part_searches("how many vacation days do I get?") == []
     # At most three parts are searched.
     assert len(answering.part_searches("the hotel cap and the meal cap and the taxi cap and the train class?")) == 3
+
+
+def test_parts_answer_a_question_refused_only_for_the_kind_of_fact_asked():
+    from bot.agent.grading import Verdict, with_parts
+
+    answered, refused = Verdict(True, "strong match"), Verdict(False, "weak evidence")
+    untyped = Verdict(False, "the evidence found gives no duration for it", untyped="duration")
+    verdict = with_parts(untyped, [("what's the match", answered), ("how long until it vests", refused)])
+    assert verdict.sufficient and verdict.by_parts and verdict.unsupported_parts == ("how long until it vests",)
+    # No part answered, or another refusal (weak evidence, a name never mentioned): the refusal stands.
+    assert with_parts(untyped, [("a", refused), ("b", refused)]) is untyped
+    weak = Verdict(False, "weak evidence (best cosine 0.31)")
+    assert not with_parts(weak, [("a", answered), ("b", refused)]).sufficient
+    # An answered question stays answered, naming the parts its own evidence does not answer.
+    whole = with_parts(answered, [("a", answered), ("b", refused)])
+    assert whole.sufficient and not whole.by_parts and whole.unsupported_parts == ("b",)
