@@ -228,8 +228,6 @@ PART_MEANING_WEIGHT = 1.0
 PART_COVERAGE_WEIGHT = 1.0
 PART_TYPE_BONUS = 0.25
 ROW_LABEL_WEIGHT = 0.2
-# … and a unit of a chunk the part's own search found: the more, the better that search ranked it.
-PART_FOUND_WEIGHT = 0.2
 # Two parts share a unit only when neither has another this close in fit (of its PART_OPTIONS best).
 PART_ALTERNATIVE_MARGIN = 0.3
 PART_OPTIONS = 4
@@ -248,7 +246,6 @@ class AskedPart:
     text: str  # as typed
     terms: frozenset[str]  # its words no other part has: what its unit must say
     expected: tuple[re.Pattern[str], ...]  # what a unit answering its asked type contains
-    found: tuple[str, ...] = ()  # the chunks its own search found, best first (none: it was not searched alone)
 
 
 def asked_parts(question: str) -> list[AskedPart]:
@@ -286,40 +283,6 @@ def unanswered(parts: Sequence[AskedPart], evidence: Sequence[Evidence]) -> list
 def missing_note(parts: Sequence[AskedPart]) -> str:
     asked = "; ".join(f"“{part.text}”" for part in parts)
     return f"These sources don't say anything about {asked}."
-
-
-# Each asked part is searched on its own too (its chunk is often not among the whole question's): at most this many.
-MAX_SEARCHED_PARTS = 3
-# A part that points back to what an earlier part named ("how long until it vests?").
-_POINTS_TO = re.compile(r"\b(?:it|its|they|them|their|this|that|these|those|one|ones)\b", re.I)
-_WORD = re.compile(r"[\w$%€£¥][\w$%€£¥'’.,-]*[\w%]|[\w$]")
-
-
-@dataclass(frozen=True)
-class PartSearch:
-    part: AskedPart
-    query: str  # what the part is searched by: its text, with the question's subject where it lacks it
-
-
-def part_searches(asked: str, standalone: str = "") -> list[PartSearch]:
-    """The searches for a question's asked parts (the first MAX_SEARCHED_PARTS; [] for a one-part question). A later
-    part often leaves the subject to the first ("what's the 401k match and how long until it vests?", "… and at what
-    valuation?"): one that points back or names at most one thing is searched with the first part's words it lacks.
-    Every part gets the words the condensed question (a follow-up's `standalone`) adds to the message."""
-    parts = asked_parts(asked)[:MAX_SEARCHED_PARTS]
-    if len(parts) < 2:
-        return []
-    # (search terms, as the keyword index has them: a series' letter, "D", is one)
-    added = _WORD.findall(standalone) if standalone and standalone != asked else []
-    searches = []
-    for index, part in enumerate(parts):
-        own = set(keyword_terms(part.text))
-        names = set(keyword_terms(_ASKING_FORM.sub(" ", part.text)))
-        leans = index > 0 and (len(names) < 2 or bool(_POINTS_TO.search(part.text)))
-        context = [*(_WORD.findall(_ASKING_FORM.sub(" ", parts[0].text)) if leans else ()), *added]
-        subject = [w for w in dict.fromkeys(context) if (terms := set(keyword_terms(w))) and not terms <= own]
-        searches.append(PartSearch(part, " ".join([part.text, *subject])))
-    return searches
 
 
 @dataclass(frozen=True)
@@ -464,39 +427,21 @@ def extractive_answer(
     routed: Sequence[str] = (),
     avoid: Collection[str] = (),
     next_step: str = "",
-    unsupported_parts: Collection[str] = (),
-    unanswered_parts: Collection[str] = (),
-    part_chunks: Mapping[str, Sequence[str]] | None = None,
-    part_only: Collection[str] = (),
 ) -> DraftAnswer | None:
     """The best evidence sentences, cited, the best-supported one from the top-routed KB first. With
     the query's vector, the lexical front-runners are re-scored by their meaning (vectors saved at
     ingest, by chunk id, else `embed`), so a sentence that says it in other words still wins. `avoid`:
     sentences the thread was already told, for a follow-up that asks for something else; `next_step`: it
-    asks for the next step ("then") or what happens otherwise ("otherwise"); bot.agent.condense decides both.
-    `unsupported_parts`: asked parts (as typed) that their own evidence does not answer (graded); `unanswered_parts`:
-    those of them no unit is picked for (the question is answered by its other parts); `part_chunks`: each asked
-    part's (as typed) chunks its own search found, best first; `part_only`: the chunks of `evidence` only the parts'
-    searches found (they answer those parts, nothing else)."""
-    asked_for = asked_parts(asked or query)
-    found = part_chunks or {}
-    parts = [replace(p, found=tuple(found.get(p.text, ()))) for p in asked_for if p.text not in unanswered_parts]
-    scored = score_units(
-        query, evidence, query_vector, embed, focus, unit_vectors, asked, avoid, next_step, parts, part_only
-    )
+    asks for the next step ("then") or what happens otherwise ("otherwise"); bot.agent.condense decides both."""
+    scored = score_units(query, evidence, query_vector, embed, focus, unit_vectors, asked, avoid, next_step)
     if not scored or scored[0].score <= MIN_SENTENCE_SCORE:
         return None
     # A follow-up asking for something else is answered by a sentence the top passage may not hold.
-    chosen = compose(query, evidence, scored, routed, top_passage_first=not avoid, parts=parts, part_only=part_only)
+    parts = asked_parts(asked or query)
+    chosen = compose(query, evidence, scored, routed, top_passage_first=not avoid, parts=parts)
     draft = _cited(evidence, chosen)
-    # Missing: a part no evidence has the words of — when searched on its own, only if its own evidence does not
-    # answer it either (graded); a part left out, unless a quoted unit says every word of it ("… and the match vests
-    # immediately" for "how long until it vests": no duration said, yet that is the answer).
-    quoted = set().union(*(c.terms for c in chosen))
-    missing = {p.text for p in unanswered(parts, evidence) if not p.found or p.text in unsupported_parts}
-    missing |= {p.text for p in asked_for if p.text in unanswered_parts and _says(p, quoted) < 1.0}
-    missing = [p for p in asked_for if p.text in missing]
-    if missing and len(missing) < len(asked_for):
+    missing = unanswered(parts, evidence)
+    if missing and len(missing) < len(parts):
         draft = DraftAnswer(f"{draft.text} {missing_note(missing)}", draft.citations)
     return draft
 
@@ -511,13 +456,8 @@ def score_units(
     asked: str | None = None,
     avoid: Collection[str] = (),
     next_step: str = "",
-    parts: Sequence[AskedPart] | None = None,
-    part_only: Collection[str] = (),
 ) -> list[_Candidate]:
-    """Every answer unit of the evidence, scored for this query, best first; each asked part's (`parts`, else
-    all the question asks) lexical front-runner among them, and its closeness to each part."""
-    if parts is None:
-        parts = asked_parts(asked or query)
+    """Every answer unit of the evidence, scored for this query, best first."""
     # A Chinese question is matched by its words (rjieba) besides its character bigrams: a unit that has
     # 门禁卡 whole says more than one that shares 门禁; the bigrams still catch a word jieba splits (年/假).
     words = cjk_content_words(query, _written_in(evidence)) if has_cjk(query) else []
@@ -629,22 +569,15 @@ def score_units(
         # A whole list item is one candidate, as close in meaning as the closest of its sentences.
         scored.sort(key=lambda c: c.score, reverse=True)
         head: dict[tuple[int, str], _Candidate] = {}
-        # (the chunks only the parts' own searches found are theirs: their front-runners join below)
-        brought = {rank for rank, e in enumerate(evidence) if e.chunk_id in part_only}
         for c in scored:
             if len(head) == SEMANTIC_CANDIDATES:
                 break
-            if c.rank not in brought:
-                head.setdefault((c.rank, c.reads), c)
+            head.setdefault((c.rank, c.reads), c)
         # Each asked part's lexical front-runner is re-scored too: the other parts' words may outweigh its own.
-        # So is its front-runner in each chunk its own search found: the whole question's words may outweigh it there.
-        for part in parts:
-            own = {e.chunk_id for e in evidence} & set(part.found)
-            ranks = [None, *(r for r, e in enumerate(evidence) if e.chunk_id in own)]
-            for rank in ranks:
-                front = next((c for c in scored if part.terms & c.terms and rank in (None, c.rank)), None)
-                if front is not None:
-                    head.setdefault((front.rank, front.reads), front)
+        for part in asked_parts(asked or query):
+            front = next((c for c in scored if part.terms & c.terms), None)
+            if front is not None:
+                head.setdefault((front.rank, front.reads), front)
         members = [c for c in scored if (c.rank, c.reads) in head]
         vectors = _meaning_vectors([(c.rank, c.position, c.unit.text) for c in members], saved, embed)
         if vectors is not None:
@@ -652,7 +585,7 @@ def score_units(
             for c, cos in zip(members, vectors @ query_vector, strict=True):
                 closest[(c.rank, c.reads)] = max(float(cos), closest.get((c.rank, c.reads), -1.0))
             meaning = CJK_MEANING_WEIGHT if has_cjk(query) else 1.0
-            by_part = _part_closeness(parts, members, vectors, embed)
+            by_part = _part_closeness(asked_parts(asked or query), members, vectors, embed)
             scored = [
                 replace(c, score=c.score + meaning * closest[key], part_meaning=by_part.get(key, ()))
                 for key, c in head.items()
@@ -668,17 +601,11 @@ def compose(
     routed: Sequence[str] = (),
     top_passage_first: bool = True,
     parts: Sequence[AskedPart] = (),
-    part_only: Collection[str] = (),
 ) -> list[_Candidate]:
     """The sentences to quote, in the order to quote them: the lead first — the best-supported sentence
     of the top-routed KB that has evidence (another KB's only when clearly better) — then up to
     MAX_SENTENCES - 1 more near its score, in reading order. Another KB's sentence joins only when it
-    adds a query term the others lack (the question spans both KBs); a near-duplicate never does. A unit of a
-    `part_only` chunk (one only an asked part's own search found) answers that part only: it is no lead and no
-    filler."""
-    brought = {rank for rank, e in enumerate(evidence) if e.chunk_id in part_only}
-    every = scored
-    scored = [c for c in scored if c.rank not in brought] or scored
+    adds a query term the others lack (the question spans both KBs); a near-duplicate never does."""
     best = scored[0]
     kbs = [e.chunk.kb for e in evidence]
     primary = next((kb for kb in routed if kb in kbs), kbs[best.rank])
@@ -702,7 +629,7 @@ def compose(
         lead = passage_best
     lead_kb = kbs[lead.rank]
     query_terms = _terms(query)
-    picks = _part_picks(parts, lead, [c for c in every if kbs[c.rank] == lead_kb and c is not lead], evidence, brought)
+    picks = _part_picks(parts, lead, [c for c in scored if kbs[c.rank] == lead_kb and c is not lead], evidence)
     if picks:
         # One unit per asked part, in the question's order: the answer to the first part leads.
         chosen = picks[:MAX_SENTENCES]
@@ -792,13 +719,12 @@ def _row_label_named(candidate: _Candidate, part: AskedPart, raw: str) -> float:
 
 
 def _part_fits(
-    parts: Sequence[AskedPart], pool: Sequence[_Candidate], evidence: Sequence[Evidence], brought: Collection[int] = ()
+    parts: Sequence[AskedPart], pool: Sequence[_Candidate], evidence: Sequence[Evidence]
 ) -> list[list[float]]:
     """How well each unit of `pool` answers each part: its support for the whole question, its closeness in meaning
     to the part alone, the share of the part's own words it says by itself (rarer words weighing more; not through
     its heading: every unit of a passage "has" that), the part's asked type, for a table row how well the part
-    names it, and whether its chunk is one the part's own search found (the better ranked there, the more). A unit
-    of a chunk only other parts' searches `brought` does not answer this part."""
+    names it."""
     said = [_terms(c.reads) for c in pool]
     raw = [evidence[c.rank].chunk.text[c.unit.start : c.unit.end] if evidence else c.unit.text for c in pool]
     fits = []
@@ -807,14 +733,8 @@ def _part_fits(
         said_by = {t: sum(any(_same_stem(t, w) for w in words) for words in said) for t in part.terms}
         weight = {t: math.log(1 + len(pool) / (1 + n)) for t, n in said_by.items()}
         expected = (*part.expected, _CONDITION) if _ASKS_WHEN.search(part.text) else part.expected
-        found = {chunk_id: place for place, chunk_id in enumerate(part.found)}
         row = []
         for c, words, text in zip(pool, said, raw, strict=True):
-            place = found.get(evidence[c.rank].chunk_id) if evidence else None
-            if c.rank in brought and place is None:
-                row.append(-math.inf)
-                continue
-            own = PART_FOUND_WEIGHT / (1 + place) if place is not None else 0.0
             typed = PART_TYPE_BONUS if any(p.search(c.reads) for p in expected) else 0.0
             meaning = c.part_meaning[index] if index < len(c.part_meaning) else 0.0
             row.append(
@@ -823,18 +743,13 @@ def _part_fits(
                 + PART_COVERAGE_WEIGHT * _says(part, words, weight)
                 + typed
                 + ROW_LABEL_WEIGHT * _row_label_named(c, part, text)
-                + own
             )
         fits.append(row)
     return fits
 
 
 def _part_picks(
-    parts: Sequence[AskedPart],
-    lead: _Candidate,
-    same_kb: Sequence[_Candidate],
-    evidence: Sequence[Evidence] = (),
-    brought: Collection[int] = (),
+    parts: Sequence[AskedPart], lead: _Candidate, same_kb: Sequence[_Candidate], evidence: Sequence[Evidence] = ()
 ) -> list[_Candidate]:
     """Each asked part's unit, in the question's order, among the lead and its KB's units that answer the question
     at all (PART_SHARE of the lead's support) — the one that fits the part best (`_part_fits`), unless two parts
@@ -843,7 +758,7 @@ def _part_picks(
     list). A unit that quotes a pick whole (a sentence with the one it points back to) replaces it. [] when the
     lead stands for every part."""
     pool = [lead, *(c for c in same_kb if c.score >= PART_SHARE * lead.score and not _fragment(c))]
-    fits = _part_fits(parts, pool, evidence, brought)
+    fits = _part_fits(parts, pool, evidence)
     options = []
     for row in fits:
         ranked = sorted(range(len(pool)), key=lambda i, row=row: row[i], reverse=True)[:PART_OPTIONS]

@@ -15,7 +15,7 @@ import contextlib
 import contextvars
 import threading
 import time
-from collections.abc import Callable, Collection, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -24,7 +24,7 @@ from bot.agent import answering, condense, fallback, grading, messages, routing,
 from bot.agent.fallback import LlmAccess, Outcome, llm_step, offline
 from bot.agent.llm import Deadline, LlmClient
 from bot.agent.models import Answer, EmptyQuestion, KbTarget, Turn
-from bot.agent.probing import PartEvidence, Prober, Probes, with_parts_evidence
+from bot.agent.probing import Prober, Probes
 from bot.agent.workflow import MAX_ROUNDS, AnswerWorkflow, AskEvent, Question, Search, Trace
 from bot.config import Settings
 from tools.search import Evidence, HybridSearcher
@@ -198,42 +198,21 @@ class AnswerEngine:
         indexes = [self.service.store.keyword_index(kb) for kb in kbs]
         return lambda term: any(index.knows(term) for index in indexes)
 
-    def part_evidence(self, asked: str, standalone: str, kbs: Sequence[str]) -> list[PartEvidence]:
-        """A question of several asked parts: each part's own evidence in `kbs` (answering.part_searches)."""
-        searches = answering.part_searches(asked, standalone)
-        found = self.prober.probe_parts([s.query for s in searches], kbs)
-        return [PartEvidence(s.part.text, s.query, e) for s, e in zip(searches, found, strict=True)]
-
     def grade(
-        self,
-        query: str,
-        evidence: list[Evidence],
-        kbs: Sequence[str],
-        llm: LlmAccess,
-        asked: str = "",
-        parts: Sequence[PartEvidence] = (),
+        self, query: str, evidence: list[Evidence], kbs: Sequence[str], llm: LlmAccess, asked: str = ""
     ) -> Outcome[grading.Verdict]:
         """Is the evidence enough to answer the standalone `query`? Always judged against it (cosine and
         coverage): a reformulation may find new evidence, never lower the bar. `asked`: the person's own
-        message, when `query` condenses a follow-up. `parts`: its asked parts' own evidence, each part graded on
-        it (grading.with_parts)."""
+        message, when `query` condenses a follow-up."""
         known = self.term_known(kbs)
         grading.measure_coverage(query, evidence, known)
         verdict = grading.grade_offline(query, evidence, known, self.answer_units(query, evidence, known), asked)
-        if parts:
-            graded = []
-            for part in parts:
-                grading.measure_coverage(part.query, part.evidence, known)
-                units = self.answer_units(part.query, part.evidence, known)
-                graded.append((part.text, grading.grade_offline(part.query, part.evidence, known, units)))
-            verdict = grading.with_parts(verdict, graded)
-        shown = with_parts_evidence(evidence, [p.evidence for p in parts])
         return llm_step(
             fallback.GRADE,
             llm,
-            lambda: grading.grade_messages(query, shown),
+            lambda: grading.grade_messages(query, evidence),
             grading.GradeVerdict,
-            lambda answer: grading.llm_verdict(answer, shown),
+            lambda answer: grading.llm_verdict(answer, evidence),
             lambda: verdict,
             wanted=grading.worth_asking(verdict, evidence),
         )
@@ -305,38 +284,21 @@ class AnswerEngine:
         relevant_ids: list[str],
         llm: LlmAccess,
         routed: Sequence[str] = (),
-        parts: Sequence[PartEvidence] = (),
-        unsupported_parts: Sequence[str] = (),
-        unanswered_parts: Sequence[str] = (),
     ) -> Outcome[answering.DraftAnswer | None]:
         """The cited answer from `evidence`; `routed`: the KBs the router chose, best first (the answer
-        leads with the top one's best sentence). `parts`: the asked parts' own evidence, answered from beside the
-        question's, but for the `unanswered_parts` (left out); the `unsupported_parts` are named as missing unless a
-        quoted sentence says them."""
-        supported = [p.evidence for p in parts if p.text not in unanswered_parts]
-        asked = answering.select_evidence(evidence, relevant_ids)
-        chosen = with_parts_evidence(asked, supported)
-        part_only = {e.chunk_id for e in chosen[len(asked) :]}
+        leads with the top one's best sentence)."""
+        chosen = answering.select_evidence(evidence, relevant_ids)
         return llm_step(
             fallback.ANSWER,
             llm,
             lambda: answering.answer_messages(question.standalone, chosen),
             None,  # a text answer, not JSON
             lambda text: answering.validate_llm_answer(text, chosen),
-            lambda: self._extractive_answer(
-                question, chosen, routed, unsupported_parts, unanswered_parts, parts, part_only
-            ),
+            lambda: self._extractive_answer(question, chosen, routed),
         )
 
     def _extractive_answer(
-        self,
-        question: Question,
-        chosen: list[Evidence],
-        routed: Sequence[str] = (),
-        unsupported_parts: Sequence[str] = (),
-        unanswered_parts: Sequence[str] = (),
-        parts: Sequence[PartEvidence] = (),
-        part_only: Collection[str] = (),
+        self, question: Question, chosen: list[Evidence], routed: Sequence[str] = ()
     ) -> answering.DraftAnswer | None:
         embedder = self.service.embedder
         # A follow-up's own words ("contractors") are what it asks about; the words carried over
@@ -361,10 +323,6 @@ class AnswerEngine:
             routed=routed,
             avoid=told,
             next_step=condense.what_next_kind(question.text) if told else "",
-            unsupported_parts=unsupported_parts,
-            unanswered_parts=unanswered_parts,
-            part_chunks={p.text: [e.chunk_id for e in p.evidence] for p in parts},
-            part_only=part_only,
         )
 
     def embed_sentences(self, texts: list[str]) -> np.ndarray:

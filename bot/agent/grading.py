@@ -77,9 +77,6 @@ class Verdict:
     missing: str = ""
     features: sufficiency.SufficiencyFeatures | None = None  # what was measured (offline), for the trace
     score: float | None = None  # the fitted model's probability that the evidence answers (sufficiency.py)
-    unsupported_parts: tuple[str, ...] = ()  # asked parts (as typed) that their own evidence does not answer
-    by_parts: bool = False  # sufficient because some parts are answered (not the whole question): answer only those
-    untyped: str = ""  # refused because no unit about the question gives the kind of fact asked (a duration, …)
 
 
 # Calendar words are capitalised but name no entity a document must mention ("Christmas holidays"
@@ -349,7 +346,7 @@ def _verdict(
         return Verdict(False, f"no sentence of the evidence names {' and '.join(apart)} together", missing=query)
     untyped = measured.untyped
     if untyped:
-        return Verdict(False, f"the evidence found gives no {untyped} for it", missing=query, untyped=untyped)
+        return Verdict(False, f"the evidence found gives no {untyped} for it", missing=query)
     best = max(evidence, key=lambda e: e.cosine)
     coverage = max(e.coverage for e in evidence[:5])
     # Offline, relevance is left to the answer step's own scoring of every sentence.
@@ -794,30 +791,6 @@ class GradeVerdict(BaseModel):
     relevant_ids: list[str]
     sufficient: bool
     missing: str
-
-
-def with_parts(whole: Verdict, parts: Sequence[tuple[str, Verdict]]) -> Verdict:
-    """The verdict on a question of several asked parts, each also graded on its own evidence (`parts`: the part as
-    typed, its verdict). Evidence that answers the whole question answers it. Refused only for the kind of fact asked
-    ("gives no duration for it": one part asks "how long", its evidence was not among the whole question's), it is
-    answerable when some of its parts are: those are answered and the rest named as missing. Any other refusal (weak
-    evidence, a name never mentioned) stands, and so does a question none of whose parts is answered. Either way the
-    verdict names the parts their own evidence does not answer."""
-    unsupported = tuple(text for text, verdict in parts if not verdict.sufficient)
-    if whole.sufficient:
-        return replace(whole, unsupported_parts=unsupported)
-    if not whole.untyped or len(unsupported) == len(parts):
-        return whole
-    said = "; ".join(f"“{text}”: {verdict.reason}" for text, verdict in parts)
-    return replace(
-        whole,
-        sufficient=True,
-        reason=f"its parts are answered on their own ({said})",
-        missing="",
-        relevant_ids=(),
-        unsupported_parts=unsupported,
-        by_parts=True,
-    )
 
 
 def worth_asking(offline: Verdict, evidence: Sequence[Evidence]) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
@@ -20,19 +20,8 @@ from tools.text import identifiers
 
 EVIDENCE_PER_KB = 8
 EVIDENCE_TOTAL = 8
-# A part searched on its own keeps its best few chunks (graded by the part; in the answer beside the question's).
-PART_EVIDENCE = 3
 
 Probes = dict[str, routing.KbProbe]
-
-
-@dataclass(frozen=True)
-class PartEvidence:
-    """One asked part of a question, searched on its own: the part as typed, its query, its best chunks."""
-
-    text: str
-    query: str
-    evidence: list[Evidence]
 
 
 class Prober:
@@ -97,23 +86,6 @@ class Prober:
         rescored.sort(key=lambda pair: pair[0].score, reverse=True)
         return replace(result, evidence=[e for e, _ in rescored]), [u for _, u in rescored]
 
-    def probe_parts(self, queries: Sequence[str], kbs: Sequence[str]) -> list[list[Evidence]]:
-        """Each asked part's own evidence in the routed KBs: the same hybrid search, its query vectors encoded as
-        one batch (with the concurrent questions' queries, where the embedder batches), each part's chunks ranked
-        by their best unit for the part, its best PART_EVIDENCE."""
-        if not queries:
-            return []
-        batch = getattr(self.embedder, "embed_queries", None)
-        vectors = batch(list(queries)) if batch else np.stack([self.embedder.embed_query(q) for q in queries])
-        found = []
-        for query, vector in zip(queries, vectors, strict=True):
-            results = []
-            for kb in kbs:
-                result = self.searcher.search(query, kb, k=EVIDENCE_PER_KB, query_vector=vector)
-                results.append(self.ranked_by_units(query, result, vector)[0])
-            found.append(merge_evidence(results)[:PART_EVIDENCE])
-        return found
-
     def with_thread_scores(self, probes: Probes, history: Sequence[Turn], targets: Mapping[str, KbTarget]) -> Probes:
         """The probes, each KB credited with how well it matched the thread's earlier questions and answers."""
         totals = dict.fromkeys(probes, 0.0)
@@ -131,18 +103,6 @@ class Prober:
 def evidence_of(probes: Probes, kbs: Sequence[str]) -> list[Evidence]:
     """The searched KBs' evidence, merged: the best EVIDENCE_TOTAL by score."""
     return merge_evidence([probes[kb].result for kb in kbs if kb in probes])
-
-
-def with_parts_evidence(evidence: Sequence[Evidence], parts: Sequence[Sequence[Evidence]]) -> list[Evidence]:
-    """The question's evidence, then each part's chunks it lacks (by chunk; a part's in its own order)."""
-    merged = list(evidence)
-    seen = {e.chunk_id for e in merged}
-    for part in parts:
-        for e in part:
-            if e.chunk_id not in seen:
-                seen.add(e.chunk_id)
-                merged.append(e)
-    return merged
 
 
 def merge_evidence(results: Sequence[SearchResult]) -> list[Evidence]:

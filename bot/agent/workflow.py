@@ -28,7 +28,7 @@ from bot.agent import grading, messages
 from bot.agent.fallback import LlmAccess, Outcome
 from bot.agent.llm import Deadline
 from bot.agent.models import Answer, Citation, EvidenceNote, KbTarget, RoundTrace, Route, Status, Turn
-from bot.agent.probing import PartEvidence, evidence_of
+from bot.agent.probing import evidence_of
 from tools.search import Evidence
 
 if TYPE_CHECKING:
@@ -149,14 +149,12 @@ class RetrieveEvent(Event):
 
 
 class EvidenceEvent(Event):
-    """One round's evidence, to be checked (and, in the first round of a question of several asked parts,
-    each part's own)."""
+    """One round's evidence, to be checked."""
 
     question: Question
     query: str
     kbs: list[str]
     evidence: list[Evidence]
-    parts: list[PartEvidence] = []
 
 
 class ReformulateEvent(Event):
@@ -169,15 +167,11 @@ class ReformulateEvent(Event):
 
 
 class AnswerEvent(Event):
-    """The evidence is sufficient; write the answer from it (and from the asked parts' own, but for the parts it
-    does not support)."""
+    """The evidence is sufficient; write the answer from it."""
 
     question: Question
     evidence: list[Evidence]
     relevant_ids: list[str]
-    parts: list[PartEvidence] = []
-    unsupported_parts: list[str] = []  # to name as missing (unless a quoted unit says them)
-    unanswered_parts: list[str] = []  # to leave out: no unit is picked for them
 
 
 class RefuseEvent(Event):
@@ -267,17 +261,9 @@ class AnswerWorkflow(Workflow):
             routed = self.engine.choose(question.standalone, probes, question.targets, self.llm_for(question, trace))
             chosen, method, trace = routed.value, routed.policy, trace.noting(routed)
         route = Route(chosen, {kb: float(p.score) for kb, p in probes.items()}, method)
-        trace = trace.but(route=route).trying(question.standalone, chosen).timed("route", started)
-        # Each asked part is searched on its own too, in the routed KBs: its chunk is often not the question's.
-        searched = time.perf_counter()
-        parts = self.engine.part_evidence(question.text, question.standalone, chosen)
-        await ctx.store.set_state(trace.timed("parts", searched) if parts else trace)
+        await ctx.store.set_state(trace.but(route=route).trying(question.standalone, chosen).timed("route", started))
         return EvidenceEvent(
-            question=question,
-            query=question.standalone,
-            kbs=chosen,
-            evidence=evidence_of(probes, chosen),
-            parts=parts,
+            question=question, query=question.standalone, kbs=chosen, evidence=evidence_of(probes, chosen)
         )
 
     @step
@@ -301,7 +287,7 @@ class AnswerWorkflow(Workflow):
         searched = list(trace.searched)
         searched += [kb for kb in dict.fromkeys(ev.kbs) if kb not in searched]
         graded = self.engine.grade(
-            question.standalone, ev.evidence, ev.kbs, self.llm_for(question, trace), asked=question.text, parts=ev.parts
+            question.standalone, ev.evidence, ev.kbs, self.llm_for(question, trace), asked=question.text
         )
         verdict = graded.value
         checked = RoundTrace(
@@ -329,14 +315,7 @@ class AnswerWorkflow(Workflow):
         trace = trace.noting(graded).but(searched=tuple(searched), rounds=(*trace.rounds, checked))
         await ctx.store.set_state(trace.timed("grade", started))
         if verdict.sufficient:
-            return AnswerEvent(
-                question=question,
-                evidence=ev.evidence,
-                relevant_ids=list(verdict.relevant_ids),
-                parts=ev.parts,
-                unsupported_parts=list(verdict.unsupported_parts),
-                unanswered_parts=list(verdict.unsupported_parts) if verdict.by_parts else [],
-            )
+            return AnswerEvent(question=question, evidence=ev.evidence, relevant_ids=list(verdict.relevant_ids))
         if len(trace.rounds) >= MAX_ROUNDS:
             return RefuseEvent(question=question, reason=verdict.reason)
         return ReformulateEvent(question=question, query=ev.query, kbs=ev.kbs, verdict=verdict)
@@ -357,16 +336,7 @@ class AnswerWorkflow(Workflow):
         llm = self.llm_for(question, trace)
         if llm.usable:  # without the LLM the answer is picked at once: its reply would clear the status unread
             question.status("Writing the answer…")
-        written = self.engine.write_answer(
-            question,
-            ev.evidence,
-            ev.relevant_ids,
-            llm,
-            routed=trace.route.kbs,
-            parts=ev.parts,
-            unsupported_parts=ev.unsupported_parts,
-            unanswered_parts=ev.unanswered_parts,
-        )
+        written = self.engine.write_answer(question, ev.evidence, ev.relevant_ids, llm, routed=trace.route.kbs)
         trace = trace.noting(written).timed("answer", started)
         if written.value is None:
             await ctx.store.set_state(trace)

@@ -290,7 +290,7 @@ def test_never_more_than_three_rounds_even_if_nothing_is_ever_sufficient(agent_s
     engine = AnswerEngine(agent_service)
     graded = []
 
-    def never_enough(query, evidence, kbs, llm, asked=None, parts=()):
+    def never_enough(query, evidence, kbs, llm, asked=None):
         graded.append(list(kbs))
         return offline(grading.Verdict(False, "test: never sufficient", missing=query))
 
@@ -318,7 +318,7 @@ def test_later_rounds_are_judged_by_the_standalone_question(agent_service, monke
     engine = AnswerEngine(agent_service)
     seen = []
 
-    def record(query, evidence, kbs, llm, asked=None, parts=()):
+    def record(query, evidence, kbs, llm, asked=None):
         seen.append([(e.chunk, e.cosine) for e in evidence])
         return offline(grading.Verdict(False, "test: never sufficient", missing=query))
 
