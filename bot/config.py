@@ -6,9 +6,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, ValidationError
+from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tools.chunking import CHUNK_OVERLAP_TOKENS, CHUNK_TOKENS, MIN_CHUNK_TOKENS, ChunkWindow
 from tools.config import LocalRuntime, ToolSettings
 from tools.parsing import ParseLimits
 
@@ -58,6 +59,17 @@ class Settings(BaseSettings):
     max_inflated_mb: float = Field(100.0, alias="KBBOT_MAX_INFLATED_MB", gt=0)
     max_nesting_depth: int = Field(256, alias="KBBOT_MAX_NESTING_DEPTH", ge=16)
     max_document_chars: int = Field(5_000_000, alias="KBBOT_MAX_DOCUMENT_CHARS", ge=1000)
+    # The chunk window (tools.chunking.ChunkWindow): changing it re-ingests each document at its next ingest.
+    chunk_tokens: int = Field(CHUNK_TOKENS, alias="KBBOT_CHUNK_TOKENS", ge=MIN_CHUNK_TOKENS, le=8192)
+    chunk_overlap_tokens: int = Field(CHUNK_OVERLAP_TOKENS, alias="KBBOT_CHUNK_OVERLAP_TOKENS", ge=0)
+
+    @model_validator(mode="after")
+    def _a_window_chunking_accepts(self) -> Settings:
+        try:  # the rule lives in ChunkWindow; here its message gets the variables' names
+            ChunkWindow(self.chunk_tokens, self.chunk_overlap_tokens)
+        except ValueError as exc:
+            raise ValueError(f"KBBOT_CHUNK_TOKENS / KBBOT_CHUNK_OVERLAP_TOKENS: {exc}") from exc
+        return self
 
     @property
     def max_upload_bytes(self) -> int:
@@ -96,6 +108,8 @@ class Settings(BaseSettings):
             chroma_host=self.chroma_host,
             chroma_port=self.chroma_port,
             max_upload_bytes=self.max_upload_bytes,
+            chunk_tokens=self.chunk_tokens,
+            chunk_overlap_tokens=self.chunk_overlap_tokens,
             parse_limits=ParseLimits(
                 max_pdf_pages=self.max_pdf_pages,
                 timeout_s=self.parse_timeout_s,

@@ -18,6 +18,7 @@ from helpers.fake_embeddings import FakeEmbeddings
 from helpers.settings import build_settings
 
 import tools.ingest as ingest
+from tools.chunking import ChunkWindow
 from tools.ingest import IngestReport, SourceDocument, content_hash
 from tools.parsing import ParsedDocument, Section, UnreadableDocument
 from tools.service import KnowledgeService
@@ -69,7 +70,7 @@ class Loads:
                 raise UnreadableDocument("the file is damaged")
             return ParsedDocument(f"Manual {number}", sections)
 
-        return SourceDocument(name, content_hash(name.encode()), load)
+        return SourceDocument(name, content_hash(name.encode(), ChunkWindow()), load)
 
 
 def live_documents(service: KnowledgeService) -> set[str]:

@@ -20,7 +20,7 @@ from helpers.documents import (
     zip_members_total,
 )
 
-from tools.chunking import chunk_document
+from tools.chunking import ChunkWindow, chunk_document
 from tools.parsing import ParsedDocument, UnreadableDocument, parse_file
 
 
@@ -72,7 +72,7 @@ def test_chunks_keep_their_section_location(tmp_path: Path) -> None:
     path.write_text(
         f"# Leave\n\n## Parental leave\n\n{body}\n\n## Sick leave\n\nThree days need a note.\n", encoding="utf-8"
     )
-    drafts = chunk_document(parse_file(path), whitespace_tokenizer, chunk_tokens=120, overlap_tokens=10)
+    drafts = chunk_document(parse_file(path), whitespace_tokenizer, ChunkWindow(120, 10))
     parental = [d for d in drafts if d.location == "Leave > Parental leave"]
     assert len(parental) > 3, "a long section is split into several chunks"
     assert all(len(d.text.split()) <= 120 for d in drafts)

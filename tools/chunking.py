@@ -16,6 +16,11 @@ from tools.parsing import ParsedDocument
 # MiniLM reads at most 256 word pieces; the chunk header (title + location) takes some of them.
 CHUNK_TOKENS = 180
 CHUNK_OVERLAP_TOKENS = 24
+# [CLS] and [SEP]: the model reads them inside its window too.
+SPECIAL_TOKENS = 2
+# A header so long that less than this is left of the window still gets chunks this big (the model then
+# truncates them): a chunk of a few words would be all title.
+MIN_CHUNK_TOKENS = 64
 # Tiny trailing pieces carry little evidence on their own; merge them into the previous chunk.
 MIN_CHUNK_CHARS = 80
 # Text with no boundary for this long is cut into windows here, not by the sentence splitter, which
@@ -33,6 +38,44 @@ _LONG_RUN = re.compile(
 
 
 @dataclass(frozen=True)
+class ChunkWindow:
+    """How much text one chunk holds, in the embedding model's word pieces.
+
+    `window_tokens` is what the model reads of one text (None: no limit worth fitting, e.g. an API model);
+    when set, each chunk is cut so that its header, its text and the special tokens fit in it. Every field
+    changes what a document becomes, so all of them are in `identity` (ingest hashes it with the content)."""
+
+    chunk_tokens: int = CHUNK_TOKENS
+    overlap_tokens: int = CHUNK_OVERLAP_TOKENS
+    window_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.chunk_tokens < MIN_CHUNK_TOKENS:
+            raise ValueError(f"a chunk must hold at least {MIN_CHUNK_TOKENS} word pieces (got {self.chunk_tokens})")
+        if not 0 <= self.overlap_tokens <= self.chunk_tokens // 2:
+            raise ValueError(
+                f"the overlap must be between 0 and half a chunk ({self.chunk_tokens // 2}), got {self.overlap_tokens}"
+            )
+        if self.window_tokens is not None and self.window_tokens < MIN_CHUNK_TOKENS + SPECIAL_TOKENS:
+            raise ValueError(f"a model window of {self.window_tokens} word pieces is too small to chunk for")
+
+    @property
+    def identity(self) -> str:
+        return f"chunks {self.chunk_tokens}/{self.overlap_tokens}/{self.window_tokens or '-'}"
+
+    def fits(self, tokens: int) -> bool:
+        """Whether a text of `tokens` word pieces (header included) is read whole by the model."""
+        return self.window_tokens is None or tokens + SPECIAL_TOKENS <= self.window_tokens
+
+    def budget(self, header_tokens: int) -> int:
+        """Word pieces of text for one chunk under a header of `header_tokens`."""
+        if self.window_tokens is None:
+            return self.chunk_tokens
+        room = self.window_tokens - SPECIAL_TOKENS - header_tokens
+        return max(MIN_CHUNK_TOKENS, min(self.chunk_tokens, room))
+
+
+@dataclass(frozen=True)
 class ChunkDraft:
     index: int
     text: str
@@ -40,28 +83,31 @@ class ChunkDraft:
 
 
 def chunk_document(
-    parsed: ParsedDocument,
-    tokenizer: Callable[[str], list],
-    chunk_tokens: int = CHUNK_TOKENS,
-    overlap_tokens: int = CHUNK_OVERLAP_TOKENS,
+    parsed: ParsedDocument, tokenizer: Callable[[str], list], window: ChunkWindow = ChunkWindow()
 ) -> list[ChunkDraft]:
     from llama_index.core.node_parser import SentenceSplitter  # seconds to import: only when chunking
 
-    splitter = SentenceSplitter(
-        chunk_size=chunk_tokens,
-        chunk_overlap=overlap_tokens,
-        tokenizer=tokenizer,
-        paragraph_separator="\n\n",
-    )
+    splitters: dict[int, SentenceSplitter] = {}
     drafts: list[ChunkDraft] = []
     for section in parsed.sections:
+        header_tokens = len(tokenizer(chunk_header(parsed.title, section.location))) if window.window_tokens else 0
+        budget = window.budget(header_tokens)
+        if budget not in splitters:
+            splitters[budget] = SentenceSplitter(
+                chunk_size=budget,
+                chunk_overlap=min(window.overlap_tokens, budget // 2),
+                tokenizer=tokenizer,
+                paragraph_separator="\n\n",
+            )
         pieces: list[str] = []
         for is_run, segment in _segments(section.text):
-            split = _windows(segment, tokenizer, chunk_tokens) if is_run else splitter.split_text(segment)
+            split = _windows(segment, tokenizer, budget) if is_run else splitters[budget].split_text(segment)
             pieces += [p.strip() for p in split if p.strip()]
         if len(pieces) > 1 and len(pieces[-1]) < MIN_CHUNK_CHARS:
-            tail = pieces.pop()
-            pieces[-1] = f"{pieces[-1]} {tail}"
+            merged = f"{pieces[-2]} {pieces[-1]}"
+            # Not past the model's window: a tail it never reads would be found by keywords alone.
+            if window.window_tokens is None or window.fits(header_tokens + len(tokenizer(merged))):
+                pieces[-2:] = [merged]
         for piece in pieces:
             drafts.append(ChunkDraft(len(drafts), piece, section.location))
     return drafts

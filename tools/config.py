@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import SecretStr
 
+from tools.chunking import CHUNK_OVERLAP_TOKENS, CHUNK_TOKENS
 from tools.parsing import ParseLimits
 
 LocalRuntime = Literal["torch", "onnx", "onnx-int8"]
@@ -34,6 +35,9 @@ class ToolSettings:
     chroma_port: int = 8000
     max_upload_bytes: int = 25 * 1024 * 1024
     parse_limits: ParseLimits = field(default_factory=ParseLimits)
+    # Word pieces per chunk and shared by neighbouring chunks (tools.chunking.ChunkWindow checks them).
+    chunk_tokens: int = CHUNK_TOKENS
+    chunk_overlap_tokens: int = CHUNK_OVERLAP_TOKENS
 
     @property
     def has_openai_key(self) -> bool:

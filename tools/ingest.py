@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from tools.chunking import ChunkDraft, chunk_document
+from tools.chunking import ChunkDraft, ChunkWindow, chunk_document
 from tools.config import ToolSettings
-from tools.embeddings import Embedder, EmbeddingError, answer_unit_spans, embed_chunks
+from tools.embeddings import MINILM_MAX_TOKENS, Embedder, EmbeddingError, answer_unit_spans, embed_chunks
 from tools.parse_worker import parse_isolated
 from tools.parsing import (
     SUPPORTED_SUFFIXES,
@@ -124,14 +124,27 @@ FILE_CHANGED = "the file changed while it was being ingested; ingest it again"
 PIPELINE_VERSION = b"kbbot-pipeline-7"
 
 
-def content_hash(data: bytes) -> str:
-    return hashlib.sha256(PIPELINE_VERSION + b"\0" + data).hexdigest()
+def _pipeline_prefix(window: ChunkWindow) -> bytes:
+    # The chunk window is hashed with the content: a document ingested under another window is never
+    # "unchanged", so no KB keeps chunks of two windows once its documents are ingested again.
+    return PIPELINE_VERSION + b"\0" + window.identity.encode() + b"\0"
 
 
-def file_content_hash(path: Path) -> str:
+def content_hash(data: bytes, window: ChunkWindow) -> str:
+    return hashlib.sha256(_pipeline_prefix(window) + data).hexdigest()
+
+
+def file_content_hash(path: Path, window: ChunkWindow) -> str:
     """content_hash() of a file, read in blocks (a folder of big files is never all in memory)."""
     with path.open("rb") as handle:
-        return hashlib.file_digest(handle, lambda: hashlib.sha256(PIPELINE_VERSION + b"\0")).hexdigest()
+        return hashlib.file_digest(handle, lambda: hashlib.sha256(_pipeline_prefix(window))).hexdigest()
+
+
+def chunk_window_for(settings: ToolSettings) -> ChunkWindow:
+    """The chunk window ingest cuts documents to: the configured size, fitted to the local model's window
+    (an API model's window is far beyond any chunk)."""
+    window = MINILM_MAX_TOKENS if settings.embedding_backend == "local" else None
+    return ChunkWindow(settings.chunk_tokens, settings.chunk_overlap_tokens, window)
 
 
 class Ingestor:
@@ -149,6 +162,7 @@ class Ingestor:
         self.embedding_identity = embedding_identity
         # What parsing one file may cost (time, memory, pages, inflation, depth, characters).
         self.parse_limits = parse_limits or settings.parse_limits
+        self.chunk_window = chunk_window_for(settings)
 
     @property
     def embedder(self) -> Embedder:
@@ -203,7 +217,7 @@ class Ingestor:
                 suffix = Path(name).suffix.lower()
                 if suffix not in SUPPORTED_SUFFIXES:
                     raise UnreadableDocument(unsupported_type(suffix))
-                digest = content_hash(data)
+                digest = content_hash(data, self.chunk_window)
                 sources.append(
                     SourceDocument(
                         name,
@@ -232,7 +246,7 @@ class Ingestor:
         """(name, title, text) records, e.g. a benchmark corpus, through the same pipeline."""
         sources = []
         for name, title, text in records:
-            digest = content_hash(f"{title}\n{text}".encode())
+            digest = content_hash(f"{title}\n{text}".encode(), self.chunk_window)
             sources.append(SourceDocument(name, digest, lambda t=title, x=text: ParsedDocument(t, [Section(x, t)])))
         return self.ingest_sources(kb, sources, progress=progress)
 
@@ -249,7 +263,7 @@ class Ingestor:
             raise UnreadableDocument(unsupported_type(path.suffix.lower()))
         try:
             self._check_size(name, path.stat().st_size)
-            digest = file_content_hash(path)
+            digest = file_content_hash(path, self.chunk_window)
         except OSError as exc:
             raise UnreadableDocument(f"cannot read the file ({exc.strerror or type(exc).__name__})") from exc
         limits = self.parse_limits
@@ -261,13 +275,13 @@ class Ingestor:
             except OSError as exc:
                 raise UnreadableDocument(f"cannot read the file ({exc.strerror or type(exc).__name__})") from exc
             self._check_size(name, len(data))
-            if content_hash(data) != digest:
+            if content_hash(data, self.chunk_window) != digest:
                 raise UnreadableDocument(FILE_CHANGED)
             return parse_isolated(path, data, limits)
 
         def unchanged_since_read() -> bool:
             try:
-                return file_content_hash(path) == digest
+                return file_content_hash(path, self.chunk_window) == digest
             except OSError:
                 return False
 
@@ -402,7 +416,7 @@ class Ingestor:
         try:
             parsed = source.load()
             embedder = self.embedder
-            drafts = chunk_document(parsed, embedder.tokenize)
+            drafts = chunk_document(parsed, embedder.tokenize, self.chunk_window)
             if not drafts:
                 raise UnreadableDocument("no text could be extracted")
             pools = hasattr(embedder, "embed_documents_with_units")

@@ -270,14 +270,15 @@ class KnowledgeBot:
         return [f"{c.header}\n{c.text}" for c in self.service.store.live_chunks(kb)]
 
     @staticmethod
-    def pipeline_identity() -> tuple[str, ...]:
-        """Changes whenever what ingest makes of a text changes (benchmark KBs are rebuilt then)."""
+    def pipeline_identity(settings: Settings) -> tuple[str, ...]:
+        """Changes whenever what ingest makes of a text changes (benchmark KBs are rebuilt then): the
+        chunker's code, the pipeline version and the configured chunk window."""
         import inspect
 
         from tools import chunking
-        from tools.ingest import PIPELINE_VERSION
+        from tools.ingest import PIPELINE_VERSION, chunk_window_for
 
-        return inspect.getsource(chunking), PIPELINE_VERSION.decode()
+        return inspect.getsource(chunking), PIPELINE_VERSION.decode(), chunk_window_for(settings.tools).identity
 
     @staticmethod
     def forget_query_vectors() -> None:

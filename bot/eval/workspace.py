@@ -43,10 +43,10 @@ class KbBuild:
         return data
 
 
-def pipeline_fingerprint(*parts: str) -> str:
+def pipeline_fingerprint(*parts: str, settings: Settings | None = None) -> str:
     """Changes whenever the corpus, the model, the chunking or what ingest stores changes: then a KB is rebuilt."""
     digest = hashlib.sha256()
-    for part in (*parts, *KnowledgeBot.pipeline_identity()):
+    for part in (*parts, *KnowledgeBot.pipeline_identity(settings or load_settings())):
         digest.update(part.encode())
         digest.update(b"\0")
     return digest.hexdigest()[:16]
@@ -132,7 +132,7 @@ class EvalWorkspace:
         # The collection identity, not the runtime: a KB built by torch serves float32 ONNX as it serves torch
         # (same identity), and that is what an eval under ONNX then measures. Fresh builds embed with the
         # configured runtime (the embedding cache keys on it).
-        fingerprint = pipeline_fingerprint(corpus_digest, self.embedder.model_name, description)
+        fingerprint = pipeline_fingerprint(corpus_digest, self.embedder.model_name, description, settings=self.settings)
         sidecar = self.dir / "kbs" / f"{kb}.json"
         if not fresh and sidecar.is_file() and self.bot.kb_exists(kb):
             data = json.loads(sidecar.read_text(encoding="utf-8"))

@@ -258,7 +258,7 @@ def test_the_kb_deleted_while_an_ingest_parses_leaves_nothing_processing(
         assert resume.wait(60)
         return ParsedDocument("Late", [Section("A late document about the shift rota.", "Late")])
 
-    source = SourceDocument("late.md", content_hash(b"late"), load)
+    source = SourceDocument("late.md", content_hash(b"late", kb_service.ingestor.chunk_window), load)
     ingest = Worker(lambda: kb_service.ingestor.ingest_sources(KB, [source]))
     ingest.start()
     assert reached.wait(60)
