@@ -31,7 +31,7 @@ from tools.onnx_export import (
     read_verified,
     verified_onnx_model,
 )
-from tools.onnx_minilm import OnnxMiniLM
+from tools.onnx_minilm import INT8_ENCODING, OnnxMiniLM
 from tools.store import EmbeddingModelMismatch
 
 TEXTS = [
@@ -81,6 +81,34 @@ def test_int8_vectors_are_near_torch_but_not_the_same(torch_minilm: LocalMiniLM,
     cosines = _cosines(int8_minilm.embed_documents(TEXTS), torch_minilm.embed_documents(TEXTS))
     assert cosines.min() >= INT8_MIN_COSINE
     assert cosines.min() < 0.9999  # were they equal, int8 would not need its own identity
+
+
+def test_an_int8_vector_is_the_same_bits_alone_and_in_any_batch(int8_minilm: OnnxMiniLM) -> None:
+    """int8 scales activations per tensor: batched, a text's vector would move with its batch mates and their
+    padding. Run one text per pass, it is its own text's, whatever shares the call or the thread count."""
+    mates = [f"filler sentence {i} about rotas, budgets and VPN profiles " * (1 + i % 9) for i in range(70)]
+    alone = np.stack([int8_minilm.encode_queries([text])[0] for text in TEXTS])
+    in_a_batch = int8_minilm.embed_documents([*mates[:40], *TEXTS, *mates[40:]])[40 : 40 + len(TEXTS)]
+    as_concurrent_queries = int8_minilm.encode_queries([*reversed(TEXTS), *mates[:20]])[: len(TEXTS)][::-1]
+    assert np.array_equal(alone, in_a_batch)  # two intra-op threads vs one, 75 batch mates vs none
+    assert np.array_equal(alone, as_concurrent_queries)
+    spans = [[(0, 12)]] * len(TEXTS)
+    with_units, _ = int8_minilm.embed_documents_with_units([*TEXTS, *mates[:5]], [*spans, *[[(0, 5)]] * 5])
+    assert np.array_equal(alone, with_units[: len(TEXTS)])
+
+
+def test_int8_kbs_of_the_batched_encoding_are_refused(make_settings) -> None:
+    """A KB indexed by the earlier int8, whose texts were run in batches of 64, holds vectors that moved with
+    their batch mates: it is refused under today's int8, not silently mixed."""
+    from tools.service import KnowledgeService
+
+    int8 = make_settings(KBBOT_LOCAL_RUNTIME="onnx-int8")
+    batched_identity = (f"{LocalMiniLM.model_name}+int8", LocalMiniLM.dimension)
+    assert embedding_identity(int8.tools) != batched_identity
+    with KnowledgeService(int8.tools) as service:
+        service.store.ensure_kb("handbook", "the handbook", *batched_identity)
+        with pytest.raises(EmbeddingModelMismatch, match="reindex"):
+            service.store.check_model("handbook", *embedding_identity(int8.tools))
 
 
 def test_tokens_counted_as_torch_counts_them(torch_minilm: LocalMiniLM, onnx_minilm: OnnxMiniLM) -> None:
@@ -186,6 +214,7 @@ def test_an_export_of_an_older_recipe_is_exported_again(int8_minilm: OnnxMiniLM,
 def test_int8_vectors_are_cached_under_their_recipe(onnx_minilm: OnnxMiniLM, int8_minilm: OnnxMiniLM) -> None:
     """An eval embedding cache must not replay another int8 recipe's vectors; float32's are torch's either way."""
     assert RECIPES["onnx-int8"] in int8_minilm.vector_source
+    assert INT8_ENCODING in int8_minilm.vector_source  # not the vectors of the batched int8, which were cached
     assert onnx_minilm.vector_source != int8_minilm.vector_source != LocalMiniLM.vector_source
 
 
