@@ -14,7 +14,7 @@ from pydantic import SecretStr
 
 from tools.parsing import ParseLimits
 
-LocalRuntime = Literal["torch", "onnx", "onnx-int8"]
+LocalRuntime = Literal["torch", "onnx", "onnx-int8", "onnx-int8-static"]
 
 
 @dataclass(frozen=True)
