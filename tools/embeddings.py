@@ -269,11 +269,14 @@ def embed_chunks(
 
 # The collection identity of each local runtime's vectors. float32 ONNX computes what torch computes (cosine
 # to torch's vectors ≥ 0.99999, docs/benchmarks.md), so its vectors mix; int8 weights move them further,
-# so an int8 KB is its own identity and is refused under another runtime (and the reverse).
+# so an int8 KB is its own identity and is refused under another runtime (and the reverse). int8 texts are run
+# one per forward pass (tools/onnx_minilm.py); a KB of the earlier batched int8, whose vectors moved with their
+# batch mates, has the old identity ("+int8") and is refused too.
 LOCAL_IDENTITIES = {
     "torch": LocalMiniLM.model_name,
     "onnx": LocalMiniLM.model_name,
-    "onnx-int8": f"{LocalMiniLM.model_name}+int8",
+    "onnx-int8": f"{LocalMiniLM.model_name}+int8-per-text",
+    "onnx-int8-static": f"{LocalMiniLM.model_name}+int8-static",
 }
 
 

@@ -26,8 +26,15 @@ from tools.embeddings import (
 from tools.onnx_export import INPUT_NAMES, RECIPES, OnnxExportError, verified_onnx_model
 from tools.span_pooling import pool_spans
 
-# Texts per forward pass, as LocalMiniLM's encode() uses; batches are cut from texts sorted by token count.
-BATCH_SIZE = 64
+# Texts per forward pass; batches are cut from texts sorted by token count. float32: as LocalMiniLM's encode()
+# (its vectors are the same bits at any batch size). int8: one text per run, because dynamic quantisation scales
+# each MatMul's activations by one factor per tensor, i.e. over the whole batch, so in a batch a text's vector
+# would depend on which other texts (and how much padding) share it; alone, the scale is its own text's.
+# int8-static: its activation scales are fixed at export (calibrated), so batches change no bits.
+BATCH_SIZES = {"onnx": 64, "onnx-int8": 1, "onnx-int8-static": 64}
+# Part of int8's vector source: its vectors depend on how texts are run as well as on the recipe.
+INT8_ENCODING = "one-text-per-run"
+ENCODINGS = {"onnx-int8": INT8_ENCODING}
 
 
 def _cpu_count() -> int:
@@ -38,7 +45,8 @@ def _cpu_count() -> int:
 
 
 class OnnxMiniLM:
-    """The Embedder protocol for MiniLM on ONNX Runtime (`runtime` "onnx" = float32, "onnx-int8" = int8 weights)."""
+    """The Embedder protocol for MiniLM on ONNX Runtime (`runtime` "onnx" = float32, "onnx-int8" = int8 weights and
+    activations scaled per text, "onnx-int8-static" = int8 with calibrated, fixed activation scales)."""
 
     dimension = LocalMiniLM.dimension
     max_tokens = MINILM_MAX_TOKENS
@@ -61,11 +69,15 @@ class OnnxMiniLM:
             raise EmbeddingError(str(exc)) from exc
         self.runtime = runtime
         self.model_name = model_name
-        # What computed the vectors, for caches: int8's vectors move with its recipe, float32's do not (the fused
-        # and unfused graphs agree to the 7th decimal, docs/benchmarks.md), so only int8's key names the recipe.
+        self._batch_size = BATCH_SIZES[runtime]
+        # What computed the vectors, for caches: int8's vectors move with its recipe and with how texts are run,
+        # float32's do not (the fused and unfused graphs agree to the 7th decimal, docs/benchmarks.md), so only
+        # int8's key names them.
         self.vector_source = f"{LocalMiniLM.model_name}@{runtime}"
         if runtime != "onnx":
             self.vector_source += f"#{RECIPES[runtime]}"
+        if runtime in ENCODINGS:
+            self.vector_source += f"#{ENCODINGS[runtime]}"
         self._ort = onnxruntime
         # One tokenizer that truncates as the model does, one that counts every token of a text.
         self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
@@ -109,13 +121,13 @@ class OnnxMiniLM:
         # Longest first, cut into batches: each batch pads to its own longest text, so little padding.
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids), reverse=True)
         session = self._session(threads)
-        starts = range(0, len(order), BATCH_SIZE)
+        starts = range(0, len(order), self._batch_size)
         if show_progress:
             from tqdm import tqdm
 
             starts = tqdm(starts, unit="batch", desc="embedding", leave=False)
         for first in starts:
-            batch = order[first : first + BATCH_SIZE]
+            batch = order[first : first + self._batch_size]
             width = len(encodings[batch[0]].ids)
             feeds = {name: np.zeros((len(batch), width), dtype=np.int64) for name in INPUT_NAMES}
             for row, i in enumerate(batch):
