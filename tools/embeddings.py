@@ -276,7 +276,6 @@ LOCAL_IDENTITIES = {
     "torch": LocalMiniLM.model_name,
     "onnx": LocalMiniLM.model_name,
     "onnx-int8": f"{LocalMiniLM.model_name}+int8-per-text",
-    "onnx-int8-static": f"{LocalMiniLM.model_name}+int8-static",
 }
 
 

@@ -1,8 +1,7 @@
 """The local MiniLM as ONNX files, exported here from the verified safetensors weights, never downloaded.
 
 `verified_onnx_model` returns the bytes of a verified export for a runtime (`onnx` = float32,
-`onnx-int8` = dynamically quantised, `onnx-int8-static` = statically quantised with calibrated activation
-scales; all onnxruntime's fused BERT graph, checked against
+`onnx-int8` = dynamically quantised weights; both onnxruntime's fused BERT graph, checked against
 torch's token embeddings when made). Exports live in the data dir beside a manifest that
 records the source weights' sha256, the exporter versions and the exported file's sha256; a file
 whose manifest is missing, names other weights or does not hash to what it records is exported
@@ -34,24 +33,16 @@ OPSET = 17
 # How each file is made; a manifest that names another recipe (an older export or quantisation) is exported
 # again. float32: traced with eager attention, then onnxruntime's transformer fusions (Attention, LayerNorm,
 # GELU, skip-LayerNorm); int8: that fused graph, its MatMuls quantised per channel.
-# int8-static: that fused graph with fixed activation scales, calibrated (min/max) on the committed calibration
-# texts, the MatMuls' weights per channel, except the feed-forward output products (their GELU inputs are too
-# heavy-tailed for one fixed scale: vectors' cosine to float32 ~0.94 with them, ~0.996 without, docs/benchmarks.md).
-CALIBRATION_FILE = Path(__file__).with_name("int8_calibration.jsonl")
-CALIBRATION_SHA256 = "851b4c39a4c33998646cba50c03653bb94064a4acb14e2843ef2f17359c6d4cc"
 RECIPES = {
     "onnx": "torchscript-opset17-eager-attention+ort-bert-fusion",
     "onnx-int8": "fused+dynamic-qint8-matmul-per-channel",
-    "onnx-int8-static": f"fused+static-qdq-minmax-{CALIBRATION_SHA256[:12]}+qint8-per-channel-matmul-not-ffn-output",
 }
 # The fused graph must compute the traced encoder's token embeddings: a per-token cosine to torch's last
 # hidden state below this (over real, unpadded positions of a padded batch) fails the export.
 FUSION_MIN_TOKEN_COSINE = 0.99999
 MINILM_HEADS = 12
 MINILM_HIDDEN = 384
-FILE_NAMES = {"onnx": "model.onnx", "onnx-int8": "model-int8.onnx", "onnx-int8-static": "model-int8-static.onnx"}
-# The static graph must stay near float32: a vector cosine below this on the calibration texts fails the export.
-STATIC_MIN_COSINE_TO_FLOAT32 = 0.98
+FILE_NAMES = {"onnx": "model.onnx", "onnx-int8": "model-int8.onnx"}
 INPUT_NAMES = ["input_ids", "attention_mask", "token_type_ids"]
 OUTPUT_NAME = "token_embeddings"
 # A first export imports torch and traces the model: ~30 s on an idle 2-core machine, more under load.
@@ -334,98 +325,6 @@ def _quantize_int8(source: Path, target: Path) -> dict[str, str]:
     return {"onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__}
 
 
-def calibration_texts() -> list[str]:
-    """The committed calibration texts (paragraphs of the repo's sample KBs), refused unless they hash as pinned:
-    other texts would give other scales, i.e. other vectors under the same recipe name."""
-    data = CALIBRATION_FILE.read_bytes()
-    if _sha256_bytes(data) != CALIBRATION_SHA256:
-        raise RuntimeError(f"{CALIBRATION_FILE} does not hash to the pinned sha256 {CALIBRATION_SHA256[:12]}…")
-    return [json.loads(line)["text"] for line in data.decode("utf-8").splitlines() if line.strip()]
-
-
-def _token_feeds(model_dir: Path, texts: list[str]) -> list[dict]:
-    """One feed per text, unpadded and truncated as the embedder tokenises (so calibration sees no padding)."""
-    import numpy as np
-    from tokenizers import Tokenizer
-
-    from tools.embeddings import MINILM_MAX_TOKENS
-
-    tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-    tokenizer.no_padding()
-    tokenizer.enable_truncation(MINILM_MAX_TOKENS)
-    feeds = []
-    for encoding in tokenizer.encode_batch([t.strip() for t in texts]):
-        arrays = (encoding.ids, encoding.attention_mask, encoding.type_ids)
-        feeds.append({name: np.asarray([a], dtype=np.int64) for name, a in zip(INPUT_NAMES, arrays, strict=True)})
-    return feeds
-
-
-def _quantize_static(model_dir: Path, source: Path, target: Path, work: Path) -> tuple[dict[str, str], dict]:
-    import numpy as np
-    import onnx
-    import onnxruntime
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        CalibrationMethod,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
-    from onnxruntime.quantization.shape_inference import quant_pre_process
-
-    logging.getLogger().setLevel(logging.ERROR)
-    feeds = _token_feeds(model_dir, calibration_texts())
-    # Symbolic shape inference types the fused (com.microsoft) operators' outputs; without it the quantiser
-    # cannot type the MatMuls' inputs and silently leaves their activations float.
-    typed = work / "typed.onnx"
-    quant_pre_process(str(source), str(typed), skip_optimization=True, skip_onnx_shape=False, skip_symbolic_shape=False)
-    ffn_outputs = [
-        node.name
-        for node in onnx.load(str(typed)).graph.node
-        if node.op_type == "MatMul" and "/output/dense" in node.name and "/attention/" not in node.name
-    ]
-    if len(ffn_outputs) != 6:
-        raise RuntimeError(f"expected one feed-forward output MatMul per layer, found {len(ffn_outputs)}")
-
-    class Calibration(CalibrationDataReader):
-        def __init__(self) -> None:
-            self._feeds = iter(feeds)
-
-        def get_next(self) -> dict | None:
-            return next(self._feeds, None)
-
-    quantize_static(
-        str(typed),
-        str(target),
-        Calibration(),
-        quant_format=QuantFormat.QDQ,
-        per_channel=True,
-        op_types_to_quantize=["MatMul"],
-        nodes_to_exclude=ffn_outputs,
-        activation_type=QuantType.QUInt8,
-        weight_type=QuantType.QInt8,
-        calibrate_method=CalibrationMethod.MinMax,
-        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-    )
-    quantised = onnx.load(str(target)).graph
-    if not any(node.op_type == "QuantizeLinear" for node in quantised.node):
-        raise RuntimeError("static quantisation left every activation float")
-    # The quantised graph's pooled vectors against float32's, on the calibration texts themselves.
-    sessions = [onnxruntime.InferenceSession(str(p), providers=["CPUExecutionProvider"]) for p in (source, target)]
-    lowest = 1.0
-    for feed in feeds[::5]:
-        pooled = []
-        for session in sessions:
-            (tokens,) = session.run(None, feed)
-            vector = tokens[0].mean(axis=0)
-            pooled.append(vector / np.linalg.norm(vector))
-        lowest = min(lowest, float(pooled[0] @ pooled[1]))
-    if not lowest >= STATIC_MIN_COSINE_TO_FLOAT32:
-        raise RuntimeError(f"the statically quantised graph's vectors are too far from float32's (cosine {lowest:.4f})")
-    versions = {"onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__}
-    return versions, {"min_cosine_to_float32_on_calibration": lowest, "calibration_sha256": CALIBRATION_SHA256}
-
-
 def export(model_dir: Path, export_dir: Path, source_sha256: str, runtime: str) -> None:
     """Export (and for int8 quantise) into `export_dir`; the float32 file is reused when it verifies."""
     import warnings
@@ -447,14 +346,6 @@ def export(model_dir: Path, export_dir: Path, source_sha256: str, runtime: str) 
             quantised = Path(work) / "int8.onnx"
             versions |= _quantize_int8(source, quantised)
             _publish(export_dir / FILE_NAMES["onnx-int8"], quantised.read_bytes(), source_sha256, versions, runtime)
-        elif runtime == "onnx-int8-static":
-            source = Path(work) / "float32.onnx"
-            source.write_bytes(base)
-            quantised = Path(work) / "int8-static.onnx"
-            exported, checks = _quantize_static(model_dir, source, quantised, Path(work))
-            versions |= exported
-            target = export_dir / FILE_NAMES[runtime]
-            _publish(target, quantised.read_bytes(), source_sha256, versions, runtime, checks)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,11 +30,9 @@ from tools.span_pooling import pool_spans
 # (its vectors are the same bits at any batch size). int8: one text per run, because dynamic quantisation scales
 # each MatMul's activations by one factor per tensor, i.e. over the whole batch, so in a batch a text's vector
 # would depend on which other texts (and how much padding) share it; alone, the scale is its own text's.
-# int8-static: its activation scales are fixed at export (calibrated), so batches change no bits.
-BATCH_SIZES = {"onnx": 64, "onnx-int8": 1, "onnx-int8-static": 64}
+BATCH_SIZES = {"onnx": 64, "onnx-int8": 1}
 # Part of int8's vector source: its vectors depend on how texts are run as well as on the recipe.
 INT8_ENCODING = "one-text-per-run"
-ENCODINGS = {"onnx-int8": INT8_ENCODING}
 
 
 def _cpu_count() -> int:
@@ -45,8 +43,7 @@ def _cpu_count() -> int:
 
 
 class OnnxMiniLM:
-    """The Embedder protocol for MiniLM on ONNX Runtime (`runtime` "onnx" = float32, "onnx-int8" = int8 weights and
-    activations scaled per text, "onnx-int8-static" = int8 with calibrated, fixed activation scales)."""
+    """The Embedder protocol for MiniLM on ONNX Runtime (`runtime` "onnx" = float32, "onnx-int8" = int8 weights)."""
 
     dimension = LocalMiniLM.dimension
     max_tokens = MINILM_MAX_TOKENS
@@ -75,9 +72,7 @@ class OnnxMiniLM:
         # int8's key names them.
         self.vector_source = f"{LocalMiniLM.model_name}@{runtime}"
         if runtime != "onnx":
-            self.vector_source += f"#{RECIPES[runtime]}"
-        if runtime in ENCODINGS:
-            self.vector_source += f"#{ENCODINGS[runtime]}"
+            self.vector_source += f"#{RECIPES[runtime]}#{INT8_ENCODING}"
         self._ort = onnxruntime
         # One tokenizer that truncates as the model does, one that counts every token of a text.
         self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
