@@ -23,9 +23,9 @@ _DATE_OR_TIME = re.compile(
 _WHAT_DAY = re.compile(r"\b(what time|which day|what day|what date|which date)\b|几点|哪天", re.I)
 _HOW_LONG = re.compile(r"\bhow (long|soon|quickly|fast)\b|多久|多长时间|多快", re.I)
 _DURATION = re.compile(
-    r"\d+(\.\d+)?\s*(seconds?|secs?|minutes?|mins?|hours?|hrs?|days?|business days?|working days?|weeks?|"
+    r"\d+(\.\d+)?(?:\s*|-)(seconds?|secs?|minutes?|mins?|hours?|hrs?|days?|business days?|working days?|weeks?|"
     r"months?|years?|business hours|working hours|characters|digits)\b"
-    r"|\b(one|two|three|four|five|six|seven|eight|nine|ten|twelve)\s+(minutes?|hours?|days?|weeks?|months?|years?)\b"
+    r"|\b(one|two|three|four|five|six|seven|eight|nine|ten|twelve)(?:\s+|-)(minutes?|hours?|days?|weeks?|months?|years?)\b"
     r"|\d+\s*个?(工作日|天|小时|分钟|周|星期|个月|月|年)",
     re.I,
 )

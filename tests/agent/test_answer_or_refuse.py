@@ -357,3 +357,18 @@ def test_a_coded_period_and_a_measure_stated_apart_are_not_the_measure_of_that_p
     assert grading.names_apart("what's the revenue target for Q2 FY2031?", units, [plan, quarters]) == []
     # an amount is no name: "over 5s" need not be written as such
     assert grading.names_apart("which SEV is p99 over 5s?", units, [plan, quarters]) == ["p99", "SEV"]
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    ["Every plan starts with a 14-day free trial.", "Refunds are possible within a two-week window."],
+)
+def test_a_duration_written_as_a_compound_supplies_a_how_long(sentence):
+    # "14-day" is as much a duration as "14 days": a trial length written so was refused as "gives no duration"
+    assert grading.cues.supplies(sentence, grading.cues.expected_answers("how long is the free trial?"))
+
+
+def test_a_hyphenated_number_that_is_no_duration_supplies_none():
+    assert not grading.cues.supplies(
+        "Use the 2-factor login on bastion-01.", grading.cues.expected_answers("how long is the free trial?")
+    )
