@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from tools.chunking import CHUNK_OVERLAP_TOKENS, CHUNK_TOKENS, MIN_CHUNK_TOKENS, ChunkWindow
+from tools.chunking import CHUNK_OVERLAP_TOKENS, CHUNK_TOKENS, ChunkWindow
 from tools.config import LocalRuntime, ToolSettings
 from tools.parsing import ParseLimits
 
@@ -60,8 +60,8 @@ class Settings(BaseSettings):
     max_nesting_depth: int = Field(256, alias="KBBOT_MAX_NESTING_DEPTH", ge=16)
     max_document_chars: int = Field(5_000_000, alias="KBBOT_MAX_DOCUMENT_CHARS", ge=1000)
     # The chunk window (tools.chunking.ChunkWindow): changing it re-ingests each document at its next ingest.
-    chunk_tokens: int = Field(CHUNK_TOKENS, alias="KBBOT_CHUNK_TOKENS", ge=MIN_CHUNK_TOKENS, le=8192)
-    chunk_overlap_tokens: int = Field(CHUNK_OVERLAP_TOKENS, alias="KBBOT_CHUNK_OVERLAP_TOKENS", ge=0)
+    chunk_tokens: int = Field(CHUNK_TOKENS, alias="KBBOT_CHUNK_TOKENS", le=8192)
+    chunk_overlap_tokens: int = Field(CHUNK_OVERLAP_TOKENS, alias="KBBOT_CHUNK_OVERLAP_TOKENS")
 
     @model_validator(mode="after")
     def _a_window_chunking_accepts(self) -> Settings:
