@@ -495,10 +495,8 @@ def score_units(
     # …", "If you become unable to cover …"), not by the type of the question it was carried from: "when is open
     # enrollment" carried into "what if i get married …?" asks no date, "how quickly" into "and if i get sick …?" no
     # duration.
-    if next_step == "anew":
-        expected = [_CONDITION]
-    else:
-        expected = [answer for asks, answer in _ANSWER_TYPES if asks.search(query)]
+    carried_types = [answer for asks, answer in _ANSWER_TYPES if asks.search(query)]
+    expected = [_CONDITION] if next_step == "anew" else carried_types
     if has_cjk(query):
         expected += [answer for asks, answer in _CJK_ANSWER_TYPES if asks.search(query)]
     units: list[tuple[int, int, TextUnit, str, str]] = []  # (chunk rank, position, unit, body, how it reads)

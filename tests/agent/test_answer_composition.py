@@ -275,7 +275,8 @@ def test_and_if_with_a_condition_is_answered_by_the_rule_for_it(offline_engine) 
 def test_what_becomes_of_an_unused_budget_is_what_happens_if_i_dont() -> None:
     # "Unused budget does not roll over." states the consequence; the spending limits beside it do not.
     told = "Every employee has a learning budget of $1,500 per calendar year for courses and books."
-    benefits = chunk("people", "benefits.md", f"{told} Requests above $500 need approval. Unused budget does not roll over.")
+    rest = "Requests above $500 need approval. Unused budget does not roll over."
+    benefits = chunk("people", "benefits.md", f"{told} {rest}")
     equipment = chunk("people", "equipment.md", "You can spend up to $350 on a monitor and $150 on a keyboard.")
     evidence = [Evidence(benefits, 0.9, 0.6, 3.0), Evidence(equipment, 0.8, 0.55, 2.0)]
     draft = answering.extractive_answer(
