@@ -243,3 +243,63 @@ def test_how_many_vacation_days_leads_with_the_entitlement_not_the_carry_over(of
     answer = offline_engine.answer("How many vacation days do I get?")
     assert answer.status == "answered"
     assert "25 days of paid annual leave" in first_sentence(answer.answer), answer.answer
+
+
+# --- a follow-up under a condition of its own (issue #13, Build 4) ----------------------------------------
+
+
+def test_a_follow_up_that_adds_a_condition_is_not_answered_with_the_threads_lead(offline_engine) -> None:
+    # It was answered with the enrolment dates again: "when is open enrollment" carried into the standalone asked a
+    # date, and the sentence the thread was told had it.
+    history, answer = asked_in_turn(
+        offline_engine, "when is open enrollment?", "what if i get married halfway through the year?"
+    )
+    told = first_sentence(history[-1].text).strip()
+    assert "Open enrollment runs" in told
+    assert answer.status == "answered"
+    assert first_sentence(answer.answer).strip() != told
+    assert "30 days of the event" in first_sentence(answer.answer), answer.answer
+
+
+def test_and_if_with_a_condition_is_answered_by_the_rule_for_it(offline_engine) -> None:
+    # It was the 15-minutes sentence again: the carried "how quickly" asked a duration.
+    history, answer = asked_in_turn(
+        offline_engine, "how quickly do i need to reach a laptop when paged?", "and if i get sick during my week?"
+    )
+    assert answer.status == "answered"
+    assert first_sentence(answer.answer).strip() != first_sentence(history[-1].text).strip()
+    assert "15 minutes" not in first_sentence(answer.answer)
+    assert "set an override" in answer.answer, answer.answer
+
+
+def test_what_becomes_of_an_unused_budget_is_what_happens_if_i_dont() -> None:
+    # "Unused budget does not roll over." states the consequence; the spending limits beside it do not.
+    told = "Every employee has a learning budget of $1,500 per calendar year for courses and books."
+    rest = "Requests above $500 need approval. Unused budget does not roll over."
+    benefits = chunk("people", "benefits.md", f"{told} {rest}")
+    equipment = chunk("people", "equipment.md", "You can spend up to $350 on a monitor and $150 on a keyboard.")
+    evidence = [Evidence(benefits, 0.9, 0.6, 3.0), Evidence(equipment, 0.8, 0.55, 2.0)]
+    draft = answering.extractive_answer(
+        "What happens to the learning budget if I don't spend it all?",
+        evidence,
+        focus=content_terms("what if I don't spend it all?"),
+        avoid={told},
+        asked="what if I don't spend it all?",
+        next_step="otherwise",
+    )
+    assert draft is not None and "does not roll over" in draft.text.split("[", 1)[0], draft and draft.text
+
+
+def test_under_a_condition_of_its_own_the_told_sentence_does_not_lead_and_a_stated_condition_does() -> None:
+    # The thread's question carried into the standalone makes the told sentence the best match by far; it holds
+    # without the condition, so it is not the answer; the rule that states a condition is.
+    told = "Open enrollment runs from 1 to 15 November each year, for coverage starting on 1 January."
+    event = "After a qualifying life event (marriage, birth or adoption) you can change your elections within 30 days."
+    hires = "New hires choose their plans within 30 days of their start date."
+    evidence = [Evidence(chunk("people", "benefits.md", f"- {hires}\n- {told}\n- {event}"), 0.9, 0.6, 3.0)]
+    query, asked = "when is open enrollment if i get married?", "what if i get married?"
+    anew = answering.extractive_answer(query, evidence, avoid={told}, asked=asked, next_step="anew")
+    assert anew is not None and anew.text.startswith(event), anew and anew.text
+    # The same question re-asked (nothing told to avoid) is answered as before.
+    again = answering.extractive_answer(query, evidence, asked=asked)
+    assert again is not None and again.text.startswith(told)
