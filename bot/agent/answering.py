@@ -96,8 +96,6 @@ _ANSWER_TYPES = [
         ),
         _CONSEQUENCE := re.compile(
             r"\bif (?:not|still|no|un\w+)\b|\botherwise\b|\bunless\b|\bfail(?:s|ed|ing)?\b|\bescalat|\bblocked until\b"
-            # What becomes of what is left unused: "Unused weeks lapse", "does not roll over", "is forfeited".
-            r"|\blapses?\b|\bforfeit|\bexpires?\b|\bnot (?:roll|carry|carried|rolled) over\b|\bnot paid out\b"
             r"|否则|逾期|仍未|如未|未按|如超过|超过[^，。]{0,12}的|超出部分|不予|作废|视为|按缺勤",
             re.I,
         ),
@@ -409,10 +407,6 @@ def already_said(history: Sequence[Turn]) -> set[str]:
     return said
 
 
-def _was_told(candidate: _Candidate, told: Collection[str]) -> bool:
-    return any(" ".join(text.split()) in told for text in (candidate.unit.text, candidate.reads, candidate.body))
-
-
 def _what_follows(
     evidence: Sequence[Evidence],
     units: Sequence[tuple[int, int, TextUnit, str, str]],
@@ -456,13 +450,8 @@ def extractive_answer(
     the query's vector, the lexical front-runners are re-scored by their meaning (vectors saved at
     ingest, by chunk id, else `embed`), so a sentence that says it in other words still wins. `avoid`:
     sentences the thread was already told, for a follow-up that asks for something else; `next_step`: it
-    asks for the next step ("then"), what happens otherwise ("otherwise") or something of its own ("anew");
-    bot.agent.condense decides both."""
+    asks for the next step ("then") or what happens otherwise ("otherwise"); bot.agent.condense decides both."""
     scored = score_units(query, evidence, query_vector, embed, focus, unit_vectors, asked, avoid, next_step)
-    if next_step == "anew":
-        # Under a condition of its own, what the thread was told holds without it: not news, and not the answer.
-        told = {" ".join(a.split()) for a in avoid}
-        scored = [c for c in scored if not _was_told(c, told)] or scored
     if not scored or scored[0].score <= MIN_SENTENCE_SCORE:
         return None
     # A follow-up asking for something else is answered by a sentence the top passage may not hold.
@@ -491,12 +480,7 @@ def score_units(
     # 门禁卡 whole says more than one that shares 门禁; the bigrams still catch a word jieba splits (年/假).
     words = cjk_content_words(query, _written_in(evidence)) if has_cjk(query) else []
     query_terms = _terms(query) | set(words)
-    # A follow-up under a condition of its own is answered by the rule that states one ("After a qualifying life event
-    # …", "If you become unable to cover …"), not by the type of the question it was carried from: "when is open
-    # enrollment" carried into "what if i get married …?" asks no date, "how quickly" into "and if i get sick …?" no
-    # duration.
-    carried_types = [answer for asks, answer in _ANSWER_TYPES if asks.search(query)]
-    expected = [_CONDITION] if next_step == "anew" else carried_types
+    expected = [answer for asks, answer in _ANSWER_TYPES if asks.search(query)]
     if has_cjk(query):
         expected += [answer for asks, answer in _CJK_ANSWER_TYPES if asks.search(query)]
     units: list[tuple[int, int, TextUnit, str, str]] = []  # (chunk rank, position, unit, body, how it reads)
@@ -543,8 +527,7 @@ def score_units(
         places = [n for n in places if any(n in text for text in placed)]
     focus = {t for t in {_NUMBER_WORDS.get(t, t) for t in focus} if any(t in terms for terms in sentence_terms)}
     avoid = {" ".join(a.split()) for a in avoid}
-    follows = next_step in ("then", "otherwise")
-    after_said, before_said = _what_follows(evidence, units, avoid, next_step) if follows else (set(), set())
+    after_said, before_said = _what_follows(evidence, units, avoid, next_step) if next_step else (set(), set())
     # A follow-up's own words in their order ("after five years") say what it adds to the thread.
     query_phrases = (_phrases(asked) if focus and asked else frozenset()) or _phrases(query)
     asks_first_step = bool(_ASKS_FIRST_STEP.search(asked or query))

@@ -167,28 +167,6 @@ def what_next_kind(question: str) -> str:
     return "then" if _SEQUENCE.search(question) and not re.search(r"\bif\b", question, re.I) else "otherwise"
 
 
-def asks_anew(question: str, history: Sequence[Turn], standalone: str) -> bool:
-    """Whether a follow-up asks what holds under a condition of its own ("what if i get married halfway through the
-    year?", "and if i get sick during my week?"), the thread's question standing with that condition added: what the
-    thread was told holds without it, so it is not this answer (bot.agent.answering, `avoid`). One that asks what
-    happens if not ("and if I don't?") is `what_next_kind`'s; one that swaps the question's word ("and if they
-    upgrade instead?" → "… wants to upgrade …") re-asks it, as an ellipsis that narrows it ("what about after five
-    years?") does, and keeps its answer."""
-    match = _WHAT_IF.match(question)
-    if not match or has_cjk(question) or asks_what_next(question):
-        return False
-    if not any(t.role == "user" and t.text.strip() for t in history[-MAX_HISTORY_TURNS:]):
-        return False
-    condition = " ".join(question[match.end() :].strip(" ?.!").lower().split())
-    return bool(condition) and condition in " ".join(standalone.lower().split())
-
-
-def follow_up_kind(question: str, history: Sequence[Turn], standalone: str = "") -> str:
-    """What a follow-up asks for that the thread was not told: "then" (the next step), "otherwise" (what happens if
-    not), "anew" (what holds under its own condition, `asks_anew`), or "" (the same question again, or narrowed)."""
-    return what_next_kind(question) or ("anew" if asks_anew(question, history, standalone) else "")
-
-
 def asked_about(question: str) -> str | None:
     """The thing a what/which/how-many question asks about, when it says so plainly ("pressure")."""
     match = _ASKED_ABOUT.match(question)

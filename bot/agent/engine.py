@@ -307,11 +307,11 @@ class AnswerEngine:
         saved = self.service.store.unit_vectors(embedder.model_name, embedder.dimension, [e.chunk for e in chosen])
         # "and if I don't?", "and for contractors?" ask for something else: the sentence the thread was just
         # told is not it.
-        asks = condense.follow_up_kind(question.text, question.history, question.standalone)
-        if asks or condense.asks_for_something_else(question.text, question.history):
-            told = answering.already_said(question.history)
-        else:
-            told = set()
+        told = (
+            answering.already_said(question.history)
+            if condense.asks_for_something_else(question.text, question.history)
+            else set()
+        )
         return answering.extractive_answer(
             question.standalone,
             chosen,
@@ -322,7 +322,7 @@ class AnswerEngine:
             asked=question.text,
             routed=routed,
             avoid=told,
-            next_step=asks if told else "",
+            next_step=condense.what_next_kind(question.text) if told else "",
         )
 
     def embed_sentences(self, texts: list[str]) -> np.ndarray:

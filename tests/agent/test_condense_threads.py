@@ -4,14 +4,7 @@ one, and a message can point back without a pronoun ("the form", "meanwhile").""
 
 from __future__ import annotations
 
-from bot.agent.condense import (
-    asks_what_next,
-    condense_offline,
-    follow_up_kind,
-    is_follow_up,
-    refers_back,
-    switches_topic,
-)
+from bot.agent.condense import asks_what_next, condense_offline, is_follow_up, refers_back, switches_topic
 from bot.agent.models import Turn
 
 
@@ -173,18 +166,3 @@ def test_a_message_that_says_what_happened_then_asks_about_it_is_a_question_of_i
     # Too little said before the pronoun to be what it points at: still the thread's thing.
     assert is_follow_up("if I leave, do I lose it?")
     assert "contributions" in condense_offline("How often should I check it?", history)
-
-
-def test_a_follow_up_under_a_condition_of_its_own_asks_anew_and_a_re_asked_one_does_not() -> None:
-    # "what if i get married …?" stands as the thread's question with its condition added: what was told holds
-    # without it. "and if they upgrade instead?" swaps the question's word: the same question about upgrades.
-    enrollment = thread("when is open enrollment?", "Open enrollment runs from 1 to 15 November each year. [1]")
-    married = "what if i get married halfway through the year?"
-    assert follow_up_kind(married, enrollment, condense_offline(married, enrollment)) == "anew"
-    assert follow_up_kind("and if i don't?", enrollment) == "otherwise"
-    assert follow_up_kind("and then what?", enrollment) == "then"
-    assert follow_up_kind("what about after five years?", enrollment, "when is open enrollment after five years?") == ""
-    swapped = "customer wants to upgrade mid cycle, when does it kick in?"
-    downgrade = thread("customer wants to downgrade mid cycle, when does it kick in?", "At the next renewal. [1]")
-    assert follow_up_kind("and if they upgrade instead?", downgrade, swapped) == ""
-    assert follow_up_kind(married, [], married) == "", "no thread: a question of its own"
