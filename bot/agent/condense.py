@@ -581,13 +581,29 @@ def _plural(phrase: str) -> bool:
 _THING_PRONOUN = re.compile(_AFTER_DETERMINER + r"\b(it|its|that|this|they|them|their)\b", re.I)
 
 
+# After "does"/"can" comes the subject, then a bare verb: in "does that include the wine?" the word after "that" is
+# a verb (an article or preposition follows it), so "that" is the subject; in "can that plan do it?" it is a noun.
+_SUBJECT_AFTER = re.compile(r"\b(?:do|does|did|will|would|can|could|should|might)\s+$", re.I)
+_OBJECT_START = frozenset(
+    ["the", "a", "an", "my", "our", "your", "their", "his", "her", "its", "any", "all", "to", "for", "in", "on", "at"]
+    + ["of", "with", "by", "from", "as"]
+)
+
+
+def _is_subject(core: str, start: int, after: Sequence[str]) -> bool:
+    """Whether the "that"/"this" at `start` is the subject of a do/modal question ("does that apply to me?")."""
+    verb_follows = len(after) == 1 or (len(after) > 1 and after[1].lower() in _OBJECT_START)
+    return verb_follows and bool(_SUBJECT_AFTER.search(core[:start]))
+
+
 def _resolve_thing(core: str, topic: str) -> str | None:
     """`core` with its first pronoun for a thing replaced by `topic`, when they agree: "it"/"that" for anything,
-    "they"/"them" for a plural; "that plan" is a determiner, not a pronoun."""
+    "they"/"them" for a plural; "that plan" is a determiner, not a pronoun, but "does that include" is one."""
     for match in _THING_PRONOUN.finditer(core):
         word = match.group(1).lower()
         after = re.findall(r"[\w'’-]+", core[match.end() :])
-        if word in ("that", "this") and after and after[0].lower() not in _PHRASE_STOP:
+        determiner = after and after[0].lower() not in _PHRASE_STOP and not _is_subject(core, match.start(), after)
+        if word in ("that", "this") and determiner:
             continue
         if word in ("they", "them", "their") and not _plural(topic):
             continue

@@ -166,3 +166,17 @@ def test_a_message_that_says_what_happened_then_asks_about_it_is_a_question_of_i
     # Too little said before the pronoun to be what it points at: still the thread's thing.
     assert is_follow_up("if I leave, do I lose it?")
     assert "contributions" in condense_offline("How often should I check it?", history)
+
+
+def test_that_as_the_subject_of_a_do_question_is_a_pronoun_but_that_before_a_noun_is_a_determiner() -> None:
+    # "does that include the wine?" was "does that include the wine (limit taking client dinner)": "that" before
+    # "include" was read as "that include", a determiner, and nothing was resolved.
+    history = thread(
+        "what's the limit for taking a client to dinner?",
+        "Client entertainment is reimbursed up to $120 per person, including drinks, tax and tip. [1]",
+    )
+    rewrite = condense_offline("does that include the wine?", history)
+    assert rewrite == "does the limit for taking a client to dinner include the wine?", rewrite
+    assert condense_offline("does that count?", history) == "does the limit for taking a client to dinner count?"
+    # Here a verb follows the word after "that": "that card" is a determiner phrase, not the thread's limit.
+    assert condense_offline("does that card cover the wine?", history).startswith("does that card cover the wine")
