@@ -602,7 +602,8 @@ def _resolve_thing(core: str, topic: str) -> str | None:
     for match in _THING_PRONOUN.finditer(core):
         word = match.group(1).lower()
         after = re.findall(r"[\w'’-]+", core[match.end() :])
-        determiner = after and after[0].lower() not in _PHRASE_STOP and not _is_subject(core, match.start(), after)
+        subject = _is_subject(core, match.start(), after)
+        determiner = bool(after) and after[0].lower() not in _PHRASE_STOP and not subject
         if word in ("that", "this") and determiner:
             continue
         if word in ("they", "them", "their") and not _plural(topic):
