@@ -90,7 +90,7 @@ def test_an_int8_vector_is_the_same_bits_alone_and_in_any_batch(int8_minilm: Onn
     alone = np.stack([int8_minilm.encode_queries([text])[0] for text in TEXTS])
     in_a_batch = int8_minilm.embed_documents([*mates[:40], *TEXTS, *mates[40:]])[40 : 40 + len(TEXTS)]
     as_concurrent_queries = int8_minilm.encode_queries([*reversed(TEXTS), *mates[:20]])[: len(TEXTS)][::-1]
-    assert np.array_equal(alone, in_a_batch)  # two intra-op threads vs one, 75 batch mates vs none
+    assert np.array_equal(alone, in_a_batch)  # passes side by side vs one at a time, 75 batch mates vs none
     assert np.array_equal(alone, as_concurrent_queries)
     spans = [[(0, 12)]] * len(TEXTS)
     with_units, _ = int8_minilm.embed_documents_with_units([*TEXTS, *mates[:5]], [*spans, *[[(0, 5)]] * 5])
