@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import deque
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -72,9 +74,6 @@ def _run_in_order(session, batches: Sequence[Sequence[int]], encodings, streams:
     if streams == 1:
         yield from map(run, batches)
         return
-    from collections import deque
-    from concurrent.futures import ThreadPoolExecutor
-
     with ThreadPoolExecutor(max_workers=streams, thread_name_prefix="onnx-encode") as pool:
         pending: deque = deque()
         for batch in batches:
