@@ -162,12 +162,12 @@ class OnnxMiniLM:
         # A one-text forward pass keeps a second intra-op thread mostly waiting; two passes side by side, each on
         # a one-thread session, do not.
         session = self._session(1 if streams > 1 else threads)
-        progress = None
+        results = _run_in_order(session, batches, encodings, streams)
         if show_progress:
             from tqdm import tqdm
 
-            progress = tqdm(total=len(batches), unit="batch", desc="embedding", leave=False)
-        for batch, feeds, token_embeddings in _run_in_order(session, batches, encodings, streams):
+            results = tqdm(results, total=len(batches), unit="batch", desc="embedding", leave=False)
+        for batch, feeds, token_embeddings in results:
             mask = feeds["attention_mask"][:, :, None].astype(np.float32)
             pooled = (token_embeddings * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
             pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
@@ -178,10 +178,6 @@ class OnnxMiniLM:
                     shift = len(texts[i]) - len(texts[i].lstrip())
                     offsets = np.asarray(encodings[i].offsets, dtype=np.int64).reshape(-1, 2) + shift
                     units[i] = pool_spans(offsets, unit_spans[i], token_embeddings[row])
-            if progress is not None:
-                progress.update(1)
-        if progress is not None:
-            progress.close()
         return vectors, units
 
     def embed_documents(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
