@@ -30,12 +30,13 @@ def make_corpus(root):
 
 
 def test_eval_scale_builds_and_measures_in_a_fresh_process(tmp_path, monkeypatch, capsys):
+    """Embedded, then server mode over the same build (`--serve-embedded-build`): one build, two measurements."""
     corpus = make_corpus(tmp_path / "tiny")
     monkeypatch.setenv("KBBOT_DATA_DIR", str(tmp_path / "data"))
     args = ["eval", "scale", "--sizes", "400", "--datasets", str(corpus), "--queries", "4", "--json"]
-    assert main(args) == 0
+    assert main([*args, "--store", "both", "--serve-embedded-build"]) == 0
     out = json.loads(capsys.readouterr().out)
-    (run,) = out["runs"]
+    run, served = out["runs"]
     assert run["store"] == "embedded" and not run["reused"]
     assert run["chunks"] >= 400 and run["real_chunks"] > 0
     assert run["synthesised_chunks"] == run["chunks"] - run["real_chunks"]
@@ -55,3 +56,10 @@ def test_eval_scale_builds_and_measures_in_a_fresh_process(tmp_path, monkeypatch
     assert run["publish_one_ok"] is True
     assert run["ingest_warm_up_s"] >= 0  # the first publish's chunker import, timed apart
     assert "ask_p95_ms" in out["goals"]["100000"]
+    assert served["store"] == "server" and served["reused"] and served["built_through"] == "embedded"
+    assert served["chunks"] == run["chunks"] and sum(served["ask_statuses"].values()) == 4
+    assert served["ask_p95_ms"] > 0 and served["cold_start_s"] > 0 and served["server_peak_rss_mb"] > 0
+    assert served["publish_one_ok"] is True
+    scale_dir = tmp_path / "data" / "eval" / "scale"
+    assert not (scale_dir / "server-400").exists()  # nothing was built through the server
+    assert (scale_dir / "embedded-400" / "server-scale-result.json").is_file()

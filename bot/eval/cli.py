@@ -71,6 +71,11 @@ def add_parser(commands) -> None:
     sc.add_argument("--datasets", default="scifact,cranfield,cisi,squad2-sample,mtrag-un")
     sc.add_argument("--queries", type=int, default=40, help="questions for the search and ask percentiles")
     sc.add_argument("--pool-docs", type=int, default=0, help="real documents ingested first (0: a tenth of N)")
+    sc.add_argument(
+        "--serve-embedded-build",
+        action="store_true",
+        help="server mode: serve the embedded build's Chroma directory with `chroma run` instead of building again",
+    )
     common(sc)
 
     al = sub.add_parser("all", help="every benchmark; writes docs/benchmarks.md (what `make bench` runs)")
@@ -142,7 +147,9 @@ def _run(args: argparse.Namespace, settings) -> int:
             print(message, file=sys.stderr)
             return 2
         datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
-        result = eval_scale(ws, sizes, stores, datasets, args.queries, args.pool_docs, args.fresh)
+        result = eval_scale(
+            ws, sizes, stores, datasets, args.queries, args.pool_docs, args.fresh, args.serve_embedded_build
+        )
         return _emit(args, result, format_scale)
     if command == "all":
         from bot.eval.report import run_all

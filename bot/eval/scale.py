@@ -639,7 +639,11 @@ def eval_scale(
     queries: int = 40,
     pool_documents: int = 0,
     fresh: bool = False,
+    serve_embedded_build: bool = False,
 ) -> dict:
+    """`serve_embedded_build`: server mode measures the embedded build of the same size, its Chroma directory
+    served by `chroma run` (the server's own on-disk format), instead of building the KB again through a server
+    — what changes with the mode is serving, and a 1M build through a server takes hours more here."""
     qs = queries_of([d for d in datasets if d in QUERY_DATASETS] or datasets, queries)
     if len(qs) < 2:
         raise DatasetError("eval scale needs at least two queries (a BEIR dataset's queries.jsonl)")
@@ -650,12 +654,14 @@ def eval_scale(
     runs = []
     for store in stores:
         for size in sizes:
-            data_dir = ws.dir / "scale" / f"{store}-{size}"
+            over_embedded = store == "server" and serve_embedded_build
+            data_dir = ws.dir / "scale" / f"{'embedded' if over_embedded else store}-{size}"
             server = None
             if store == "server":
-                server = ChromaServer(data_dir / "chroma-server", ws.dir / "scale" / f"chroma-{size}.log")
+                served = data_dir / ("chroma" if over_embedded else "chroma-server")
+                server = ChromaServer(served, ws.dir / "scale" / f"chroma-{size}.log")
             try:
-                built = build(ws, size, data_dir, server, datasets, pool_documents, fresh)
+                built = build(ws, size, data_dir, None if over_embedded else server, datasets, pool_documents, fresh)
                 if server is not None and server.process is None:
                     server.start()
                 ws.log(f"[scale {size} {store}] measuring in a fresh process…")
@@ -664,8 +670,9 @@ def eval_scale(
                 row = {"size": size, "store": store, **built, **measured, "disk_mb": _disk_mb(data_dir)}
                 if server is not None:
                     row["server_peak_rss_mb"] = server.peak_rss_mb()
+                    row["built_through"] = "embedded" if over_embedded else "server"
                 # Beside the KB, so a long build's figures survive the terminal that started it.
-                _write_state(data_dir / RESULT_FILE, row)
+                _write_state(data_dir / (f"server-{RESULT_FILE}" if over_embedded else RESULT_FILE), row)
             finally:
                 if server is not None:
                     server.stop()
