@@ -96,6 +96,9 @@ _ANSWER_TYPES = [
         ),
         _CONSEQUENCE := re.compile(
             r"\bif (?:not|still|no|un\w+)\b|\botherwise\b|\bunless\b|\bfail(?:s|ed|ing)?\b|\bescalat|\bblocked until\b"
+            # What is lost when it is not used (作废 and 不予 below): "Unused weeks lapse", "does not roll over".
+            r"|\blaps(?:e|es|ed)\b|\bexpir(?:e|es|ed)\b|\bforfeit(?:s|ed)?\b|\bnot (?:be )?paid out\b"
+            r"|\b(?:not|never) (?:roll|carr(?:y|ied)) (?:it |them )?over\b"
             r"|否则|逾期|仍未|如未|未按|如超过|超过[^，。]{0,12}的|超出部分|不予|作废|视为|按缺勤",
             re.I,
         ),

@@ -147,6 +147,14 @@ def test_what_if_i_dont_is_answered_with_what_follows_the_rule(offline_engine) -
     assert "blocked until it is complete" in first_sentence(answer.answer), answer.answer
 
 
+def test_and_if_i_dont_use_it_is_answered_with_what_is_lost(offline_engine) -> None:
+    # "does not roll over" (like "lapse", "expires", "is not paid out") is what happens to an allowance left
+    # unused; read as no consequence at all, the answer was "Gym day passes while travelling…".
+    _, answer = asked_in_turn(offline_engine, "how much is the wellness stipend?", "and if i don't use it?")
+    assert answer.status == "answered"
+    assert "does not roll over" in first_sentence(answer.answer), answer.answer
+
+
 def test_and_for_contractors_does_not_lead_with_what_employees_were_told(offline_engine) -> None:
     history, answer = asked_in_turn(offline_engine, "how many vacation days do employees get?", "and for contractors?")
     assert answer.status == "answered"
