@@ -133,7 +133,7 @@ ALLOWANCE_BONUS = 0.1
 # it shares with it. Only a sentence that also names the document it is handled in ("which follow the expenses
 # policy", "see the API reference"): "the plan does not cover cosmetic surgery" answers a question, it sends nowhere.
 _NOT_COVERED = re.compile(
-    r"\b(?:does|do|is|are) not (?:cover|covered by|apply to|define|govern|deal with)\s+(?P<subject>[^.,;:!?—–()]+)"
+    r"\b(?:does|do) not (?:cover|apply to|define|govern|deal with)\s+(?P<subject>[^.,;:!?—–()]+)"
     r"(?P<rest>[^.!?]*)",
     re.I,
 )
