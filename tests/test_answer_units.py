@@ -74,6 +74,21 @@ def test_a_table_row_is_one_unit_that_reads_with_its_header() -> None:
     ]
 
 
+def test_a_row_shorter_than_its_header_still_reads_with_it() -> None:
+    # The docx parser drops a row's empty last cells: "Ergonomic chair | $400" under a three-column header
+    # was quoted bare (and scored as a header row), so "and a chair?" got the monitor's row instead.
+    text = (
+        "Item | Spending limit | Notes\n"
+        "External monitor | $350 each | Up to 2 monitors\n"
+        "Ergonomic chair | $400\n"
+        "Headset | $120 | Noise-cancelling recommended"
+    )
+    assert texts(text)[1:3] == [
+        "Item: External monitor; Spending limit: $350 each; Notes: Up to 2 monitors",
+        "Item: Ergonomic chair; Spending limit: $400",
+    ]
+
+
 def test_a_command_synopsis_is_not_a_table() -> None:
     # The bars of a synopsis are alternatives inside brackets: read as table rows, the second line was paired
     # with the first as its "header" ("[-p: [-u; --patch] …"), the man page's SYNOPSIS quoted as garbage.

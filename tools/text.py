@@ -519,12 +519,14 @@ _EMPTY_CELL = frozenset(["", "-", "–", "—", "n/a"])
 
 
 def _row_with_header(row: str, header: str | None) -> str:
-    """A table row as it reads alone: "Feature: Vehicles; Starter: Up to 25; Growth: Up to 250"."""
+    """A table row as it reads alone: "Feature: Vehicles; Starter: Up to 25; Growth: Up to 250". A row shorter
+    than its header is one whose last cells are empty (a parser drops them: "Ergonomic chair | $400" under
+    "Item | Spending limit | Notes"): its cells still read with the first names."""
     cells = _cells(row)
     names = _cells(header) if header else []
-    if len(names) != len(cells) or header == row:
+    if not 0 < len(cells) <= len(names) or header == row:
         return " | ".join(c for c in cells if c)
-    pairs = zip(names, cells, strict=True)
+    pairs = zip(names, cells, strict=False)
     return "; ".join(f"{name}: {cell}" if name else cell for name, cell in pairs if cell not in _EMPTY_CELL)
 
 

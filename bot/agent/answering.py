@@ -96,6 +96,9 @@ _ANSWER_TYPES = [
         ),
         _CONSEQUENCE := re.compile(
             r"\bif (?:not|still|no|un\w+)\b|\botherwise\b|\bunless\b|\bfail(?:s|ed|ing)?\b|\bescalat|\bblocked until\b"
+            # What is lost when it is not used (作废 and 不予 below): "Unused weeks lapse", "does not roll over".
+            r"|\blaps(?:e|es|ed)\b|\bexpir(?:e|es|ed)\b|\bforfeit(?:s|ed)?\b|\bnot (?:be )?paid out\b"
+            r"|\b(?:not|never) (?:roll|carr(?:y|ied)) (?:it |them )?over\b"
             r"|否则|逾期|仍未|如未|未按|如超过|超过[^，。]{0,12}的|超出部分|不予|作废|视为|按缺勤",
             re.I,
         ),
@@ -125,6 +128,23 @@ _ALLOWANCE = re.compile(
     r"\b(?:receives?|received|gets?|entitled|entitlement|earns?|accrues?|allowance|(?:is|are) given)\b", re.I
 )
 ALLOWANCE_BONUS = 0.1
+# "It does not cover employee expense claims, which follow the expenses policy in the People handbook": a document
+# that says the question's subject is another document's business is not where its answer is, however many words
+# it shares with it. Only a sentence that also names the document it is handled in ("which follow the expenses
+# policy", "see the API reference"): "the plan does not cover cosmetic surgery" answers a question, it sends nowhere.
+_NOT_COVERED = re.compile(
+    r"\b(?:does|do) not (?:cover|apply to|define|govern|deal with)\s+(?P<subject>[^.,;:!?—–()]+)"
+    r"(?P<rest>[^.!?]*)",
+    re.I,
+)
+_SENDS_ELSEWHERE = re.compile(
+    r"\b(?:follows?|see|refer to|set (?:out )?in|published in|defined in|described in|covered (?:in|by)|handled "
+    r"(?:in|by))\b[^.!?]*\b(?:polic(?:y|ies)|handbook|page|guide|documentation|docs|reference|manual|runbook)\b",
+    re.I,
+)
+# The question names this share of the subject a document disclaims: it asks about that subject.
+DISCLAIMED_SHARE = 0.5
+DISCLAIMED_PENALTY = 0.3
 AMOUNT_RANGE_BONUS = 0.25
 _MARKER = re.compile(r"\[(\d{1,3})\]")
 _LIST_ITEM_START = re.compile(r"^\s*(?:[-*•▪]|\d{1,2}[.)])\s+")
@@ -464,6 +484,17 @@ def extractive_answer(
     return draft
 
 
+def _disclaims(text: str, query_terms: Collection[str]) -> bool:
+    """Whether `text` says its document leaves the question's subject to another ("It does not cover employee
+    expense claims, which follow the expenses policy…" for "who approves a $5,000 expense claim?")."""
+    for match in _NOT_COVERED.finditer(text):
+        subject = _terms(match.group("subject"))
+        sends_elsewhere = _SENDS_ELSEWHERE.search(match.group("subject") + match.group("rest"))
+        if subject and sends_elsewhere and len(subject & set(query_terms)) >= DISCLAIMED_SHARE * len(subject):
+            return True
+    return False
+
+
 def score_units(
     query: str,
     evidence: Sequence[Evidence],
@@ -519,6 +550,10 @@ def score_units(
     # identifier carried into a follow-up ("and for contractors?" after a 401k question) only places it.
     names = [n for n in identifiers(asked or query) if any(names_all(e, [n]) for e in evidence)]
     off_topic = {rank for rank, e in enumerate(evidence) if not names_all(e, names)}
+    # A document that says the question's subject is another document's business: all its passages, on top of any
+    # other sign that they are about something else (a disclaimer shares the very words it disclaims).
+    disclaiming = {(e.chunk.kb, e.chunk.document) for e in evidence if _disclaims(e.chunk.text, query_terms)}
+    disclaimed = {rank for rank, e in enumerate(evidence) if (e.chunk.kb, e.chunk.document) in disclaiming}
     # So are a Chinese question's place and organisation names, per unit (its headings counted): "去深圳出差酒店"
     # is answered by the line that names 深圳, not by the meal allowance of the passage ranked above it.
     places = [n for n in cjk_names(query, _written_in(evidence)) if has_cjk(query)]
@@ -546,6 +581,8 @@ def score_units(
             score -= ANCHOR_PENALTY
         if focus and not focus & terms:
             score -= ANCHOR_PENALTY
+        if rank in disclaimed:
+            score -= DISCLAIMED_PENALTY
         if expected and any(pattern.search(reads) for pattern in expected):
             score += ANSWER_TYPE_BONUS
         # "Who approves a $300k contract?" is answered by the rule whose range holds $300k ("$250,000.01 to

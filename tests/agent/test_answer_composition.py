@@ -57,6 +57,27 @@ def test_another_kbs_sentence_joins_only_when_the_question_spans_it() -> None:
     assert spanning is not None and [c.kb for c in spanning.citations] == ["product", "finance"]
 
 
+def test_a_document_that_leaves_the_subject_to_another_does_not_lead(offline_engine) -> None:
+    # Routed finance first: the purchase-approval policy shares "approve", "expense" and "claims" with the question,
+    # and its worked examples led, though it says expense claims follow the People handbook's expenses policy.
+    reply = offline_engine.answer("which approvals does an expense claim of $3,000 need?")
+    assert reply.status == "answered"
+    assert reply.citations[0].document == "expenses-and-reimbursement.pdf", reply.answer
+    assert "department head" in first_sentence(reply.answer), reply.answer
+
+
+def test_a_rule_of_what_is_not_covered_is_no_disclaimer() -> None:
+    # What a plan does not cover, pointing nowhere else, is an answer: the document saying it may lead.
+    insurance = chunk("people", "benefits.md", "The dental plan does not cover cosmetic treatment such as whitening.")
+    other = chunk("people", "dental-faq.md", "Whitening kits are sold at the front desk of the dental clinic.")
+    covered = answering.extractive_answer(
+        "does the dental plan cover whitening treatment?",
+        [Evidence(insurance, 0.9, 0.6, 3.0), Evidence(other, 0.85, 0.55, 2.0)],
+        routed=["people"],
+    )
+    assert covered is not None and covered.text.startswith("The dental plan does not cover"), covered.text
+
+
 def test_the_lead_is_quoted_first_whatever_its_chunks_rank() -> None:
     # The best sentence sits in the second-ranked chunk: it still comes first, not in rank order.
     general = chunk("people", "leave.md", "Leave is booked in the People portal. Managers approve leave requests.")
@@ -124,6 +145,14 @@ def test_what_if_i_dont_is_answered_with_what_follows_the_rule(offline_engine) -
     assert answer.standalone_query == "What happens if I don't finish the security awareness training?"
     assert answer.status == "answered"
     assert "blocked until it is complete" in first_sentence(answer.answer), answer.answer
+
+
+def test_and_if_i_dont_use_it_is_answered_with_what_is_lost(offline_engine) -> None:
+    # "does not roll over" (like "lapse", "expires", "is not paid out") is what happens to an allowance left
+    # unused; read as no consequence at all, the answer was "Gym day passes while travelling…".
+    _, answer = asked_in_turn(offline_engine, "how much is the wellness stipend?", "and if i don't use it?")
+    assert answer.status == "answered"
+    assert "does not roll over" in first_sentence(answer.answer), answer.answer
 
 
 def test_and_for_contractors_does_not_lead_with_what_employees_were_told(offline_engine) -> None:
