@@ -66,16 +66,15 @@ def summary(rows: list[dict]) -> dict:
         ook = [r for r in of_lang if r["kind"].startswith("ook")]
         right = [r for r in in_kb if r["verdict"] == "answered_right"]
         follow_ups = [r for r in in_kb if r["kind"] == "follow-up"]
-        first = lambda r: r["rounds"][0] if r["rounds"] else {"reason": RULES_REFUSE}  # noqa: E731
         entry = {
             "in_kb": len(in_kb),
             "ceiling": round(len(right) / max(1, len(in_kb)), 4),
             "follow_up_ceiling": round(
                 sum(r["verdict"] == "answered_right" for r in follow_ups) / max(1, len(follow_ups)), 4
             ),
-            "rules_keep_right": sum(first(r)["reason"].startswith(RULES_ANSWER) for r in right),
+            "rules_keep_right": sum(_rules_answered(r) for r in right),
             "out_of_kb": len(ook),
-            "rules_refuse_ook_first_round": sum(not first(r)["reason"].startswith(RULES_ANSWER) for r in ook),
+            "rules_refuse_ook_first_round": sum(not _rules_answered(r) for r in ook),
         }
         scored_right = [s for s in (_score(r) for r in right) if s is not None]
         scored_ook = [s for s in (_score(r) for r in ook) if s is not None]
@@ -83,6 +82,11 @@ def summary(rows: list[dict]) -> dict:
             entry["frontier"] = frontier(scored_right, scored_ook, len(in_kb))
         out[lang] = entry
     return out
+
+
+def _rules_answered(row: dict) -> bool:
+    """Whether the rules themselves answered the first round (a round with no evidence was never forced)."""
+    return bool(row["rounds"]) and row["rounds"][0]["reason"].startswith(RULES_ANSWER)
 
 
 def _score(row: dict) -> float | None:

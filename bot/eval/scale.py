@@ -19,7 +19,8 @@ How a KB of N chunks is made (docs/benchmarks.md, "Scale"):
    100k+ chunks with MiniLM would take hours on a 2-core machine. Queries are always encoded by the
    real model, so dense scores are real cosines against near-real document vectors.
 
-Measured per size and store mode (embedded Chroma, or a real `chroma run` server on 127.0.0.1), in a
+Measured per size and store mode (embedded Chroma, or a real `chroma run` server on 127.0.0.1; with
+`--serve-embedded-build` the server serves the embedded build's own Chroma directory), in a
 fresh child process that owns the store: cold start (process spawn → first answer: imports, model,
 keyword index and vector snapshot loading), warm `search` and `ask` (offline engine, `KnowledgeBot.ask`
 from an eval Origin) p50/p95 over dataset queries, peak RSS, and the time to publish one new document
