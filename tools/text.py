@@ -824,7 +824,13 @@ def _money(text: str) -> list[tuple[int, int, float]]:
             figure, scale = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
             value = float(figure.replace(",", "")) * _SCALE.get((scale or "").lower(), 1.0)
         found.append((m.start(), m.end(), value))
-    return found
+    # An amount in words is money by its scale too, as "3 thousand" is: "three thousand dollars", "two million".
+    for m in _NUMBER_WORD.finditer(text):
+        value = _worded_value(m)
+        scaled = (m.group(3) or "").lower() in _SCALE and m.group(1).lower() != "a"  # ("a million" is read above)
+        if value is not None and scaled and not any(s < m.end() and m.start() < e for s, e, _ in found):
+            found.append((m.start(), m.end(), float(value)))
+    return sorted(found)
 
 
 def asked_amount(question: str) -> float | None:
@@ -899,16 +905,23 @@ def number_spans(text: str) -> list[tuple[int, int, str]]:
         scale = (m.group(3) or m.group(4) or "").lower()
         found.append((m.start(), m.end(), value_term(value * _SCALE.get(scale, 1.0))))
     for m in _NUMBER_WORD.finditer(text):
-        first, second, scale = (g.lower() if g else "" for g in m.groups())
-        if first in ("a", "one") and not scale:
-            continue
-        value = 1 if first == "a" else _WORD_VALUES[first]
-        if second:
-            if first not in _TENS_WORDS:  # "twenty-five", not "two five"
-                continue
-            value += _WORD_VALUES[second]
-        found.append((m.start(), m.end(), value_term(value * _WORD_SCALES.get(scale, 1))))
+        value = _worded_value(m)
+        if value is not None:
+            found.append((m.start(), m.end(), value_term(value)))
     return sorted(found)
+
+
+def _worded_value(m: re.Match[str]) -> int | None:
+    """The value of a `_NUMBER_WORD` match; None for a word that is no number there ("which one", "two five")."""
+    first, second, scale = (g.lower() if g else "" for g in m.groups())
+    if first in ("a", "one") and not scale:
+        return None
+    value = 1 if first == "a" else _WORD_VALUES[first]
+    if second:
+        if first not in _TENS_WORDS:  # "twenty-five", not "two five"
+            return None
+        value += _WORD_VALUES[second]
+    return value * _WORD_SCALES.get(scale, 1)
 
 
 def number_terms(text: str) -> set[str]:
