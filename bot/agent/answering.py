@@ -542,7 +542,12 @@ def score_units(
     # "a $5,000 claim" that a sentence writing "$5,000" in passing does not.
     amount = asked_amount(asked or query)
     spans = number_spans(asked or query) if amount is not None else []
-    brought = {term for _, _, term in spans if abs(float(term.removeprefix(VALUE_MARK)) - amount) < 0.01}
+    spans = [s for s in spans if abs(float(s[2].removeprefix(VALUE_MARK)) - amount) < 0.01]
+    # (not a name the evidence writes as one: "401k" is the plan its documents call "401(k)", not $401,000)
+    written = [n for start, end, _ in spans for n in identifiers((asked or query)[start:end])]
+    if any(names_all(e, [n]) for n in written for e in evidence):
+        amount, spans = None, []
+    brought = {term for _, _, term in spans}
     in_range = [amount is not None and any(low <= amount <= high for low, high in money_ranges(u[4])) for u in units]
     if brought:
         sentence_terms = [t | brought if holds else t for t, holds in zip(sentence_terms, in_range, strict=True)]
@@ -554,9 +559,12 @@ def score_units(
     total_weight = sum(weight.values()) or 1.0
     # Codes and numbers in the question (SEV3, Q4, 401k) are not negotiable: a sentence about SEV2
     # answers nothing about SEV3, however similar it reads.
-    # (Not an amount the asker brings: the rule that answers it states a threshold, in its own figures.)
+    # An amount is held to the person's own message as the range that holds it ("$2,000.01 to $7,500" for "a
+    # $3,000 claim"), or the amount written; one carried into a follow-up ("超过5000的报销" before "审批完多久到账")
+    # only places it.
     anchors = {t for t in query_terms if any(ch.isdigit() for ch in t) and document_frequency.get(t)}
-    anchors -= amount_terms(query) | amount_terms(asked or query) | brought
+    anchors -= amount_terms(query) | amount_terms(asked or query)
+    anchors |= {t for t in brought if document_frequency.get(t)}
     # So are identifiers as written ("unroutable_address", "401k" for "401(k)"): when some evidence chunk
     # names them, a chunk that does not is about something else. Per chunk, not per sentence: the
     # sentences of the right passage rarely all repeat the name. Only the user's own words count: an
