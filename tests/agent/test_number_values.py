@@ -63,3 +63,19 @@ def test_a_number_in_a_name_must_be_written_as_asked(offline_engine) -> None:
     answer = offline_engine.answer("what is the deductible of the hdhp 5000 plan?")
     assert answer.status == "insufficient_context"
     assert "5000" in answer.answer
+
+
+def test_a_scaled_figure_the_documents_write_as_a_name_is_no_amount() -> None:
+    # "401k" read as $401,000 is held by "up to $750,000": the life insurance sentence led a 401(k) question.
+    from bot.agent import answering
+    from tools.search import Evidence
+    from tools.store import StoredChunk
+
+    def chunk(document: str, text: str) -> StoredChunk:
+        return StoredChunk(f"people/{document}@v1#0", "people", document, 1, 0, document, document, text)
+
+    insurance = chunk("benefits.md", "US employees receive life insurance of 2x annual salary, up to $750,000.")
+    retirement = chunk("retirement.md", "Lumen offers a 401(k) plan. The match vests immediately.")
+    evidence = [Evidence(insurance, 0.9, 0.6, 3.0), Evidence(retirement, 0.85, 0.55, 2.0)]
+    draft = answering.extractive_answer("does the 401k match vest straight away?", evidence, routed=["people"])
+    assert draft is not None and draft.citations[0].document == "retirement.md", draft.text
