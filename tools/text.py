@@ -875,7 +875,8 @@ def money_ranges(text: str) -> list[tuple[float, float]]:
 # A numeral standing alone, or after a currency sign or a Chinese character ("超过5000"): not one inside a code
 # ("v2", "SEV1", "4.12.0") or a word ("3rd", "2xx", "1990s"), nor a page's number ("p. 3" of a PDF's location).
 _NUMERAL = re.compile(
-    r"(?<![A-Za-z0-9_.,])(?<!\bp\.\s)(?<!\bpp\.\s)(?<!\bpage\s)(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?:\s?(thousand|million|billion)\b|(k|mn?|bn?)\b)?"
+    r"(?<![A-Za-z0-9_.,])(?<!\bp\.\s)(?<!\bpp\.\s)(?<!\bpage\s)"
+    r"(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?:\s?(thousand|million|billion)\b|(k|mn?|bn?)\b)?"
     r"(?![.,]?\d)(?![A-Za-z])",
     re.I,
 )
@@ -933,7 +934,7 @@ def number_terms(text: str) -> set[str]:
 def valued_terms(text: str) -> frozenset[str]:
     """`content_terms`, with each number read as its value term instead of its pieces ("5,000" is "#5000", not
     "5" and "000"; "two" is "#2"), for what coverage and answer choice compare. Codes keep their digits as
-    written ("SEV1", "v2", "401(k)"): identifiers must match as written."""
+    written ("SEV1", "v2", "4.12.0"): identifiers must match as written."""
     spans = number_spans(text)
     if not spans:
         return _content_terms(text)
