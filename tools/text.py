@@ -824,7 +824,13 @@ def _money(text: str) -> list[tuple[int, int, float]]:
             figure, scale = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
             value = float(figure.replace(",", "")) * _SCALE.get((scale or "").lower(), 1.0)
         found.append((m.start(), m.end(), value))
-    return found
+    # An amount in words is money by its scale too, as "3 thousand" is: "three thousand dollars", "two million".
+    for m in _NUMBER_WORD.finditer(text):
+        value = _worded_value(m)
+        scaled = (m.group(3) or "").lower() in _SCALE and m.group(1).lower() != "a"  # ("a million" is read above)
+        if value is not None and scaled and not any(s < m.end() and m.start() < e for s, e, _ in found):
+            found.append((m.start(), m.end(), float(value)))
+    return sorted(found)
 
 
 def asked_amount(question: str) -> float | None:
@@ -862,3 +868,79 @@ def money_ranges(text: str) -> list[tuple[float, float]]:
             ranges.append((value + 0.001, math.inf))  # "above $5,000" leaves $5,000 itself out
         i += 1
     return ranges
+
+
+# --- numbers by value: "two" is "2", "5000" is "¥5,000", "10k" is "$10,000", "a million" is "1,000,000" ---
+
+# A numeral standing alone, or after a currency sign or a Chinese character ("超过5000"): not one inside a code
+# ("v2", "SEV1", "4.12.0") or a word ("3rd", "2xx", "1990s"), nor a page's number ("p. 3" of a PDF's location).
+_NUMERAL = re.compile(
+    r"(?<![A-Za-z0-9_.,])(?<!\bp\.\s)(?<!\bpp\.\s)(?<!\bpage\s)"
+    r"(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?:\s?(thousand|million|billion)\b|(k|mn?|bn?)\b)?"
+    r"(?![.,]?\d)(?![A-Za-z])",
+    re.I,
+)
+_UNITS_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven"]
+_UNITS_WORDS += ["twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
+_TENS_WORDS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
+_WORD_VALUES = {w: n for n, w in enumerate(_UNITS_WORDS)} | {w: 20 + 10 * n for n, w in enumerate(_TENS_WORDS)}
+_WORD_SCALES = {"hundred": 100, "thousand": 1_000, "million": 1_000_000, "billion": 1_000_000_000}
+# "one" alone is mostly a pronoun ("which one", "one of the plans"): a number only with a scale ("one million").
+_NUMBER_WORD = re.compile(
+    rf"\b(?:(a|{'|'.join(_WORD_VALUES)})(?:[\s-]({'|'.join(_UNITS_WORDS[1:10])}))?(?:\s({'|'.join(_WORD_SCALES)}))?)\b",
+    re.I,
+)
+VALUE_MARK = "#"  # a value term is "#" and the number: no word of any text can be one
+
+
+def value_term(value: float) -> str:
+    """The term a number of this value is read as, however it is written."""
+    return VALUE_MARK + (str(int(value)) if value == int(value) else repr(value))
+
+
+def number_spans(text: str) -> list[tuple[int, int, str]]:
+    """Each number `text` writes, in digits or in words: (start, end, its value term)."""
+    found = []
+    for m in _NUMERAL.finditer(text):
+        value = float(m.group(1).replace(",", "") + (m.group(2) or ""))
+        scale = (m.group(3) or m.group(4) or "").lower()
+        found.append((m.start(), m.end(), value_term(value * _SCALE.get(scale, 1.0))))
+    for m in _NUMBER_WORD.finditer(text):
+        value = _worded_value(m)
+        if value is not None:
+            found.append((m.start(), m.end(), value_term(value)))
+    return sorted(found)
+
+
+def _worded_value(m: re.Match[str]) -> int | None:
+    """The value of a `_NUMBER_WORD` match; None for a word that is no number there ("which one", "two five")."""
+    first, second, scale = (g.lower() if g else "" for g in m.groups())
+    if first in ("a", "one") and not scale:
+        return None
+    value = 1 if first == "a" else _WORD_VALUES[first]
+    if second:
+        if first not in _TENS_WORDS:  # "twenty-five", not "two five"
+            return None
+        value += _WORD_VALUES[second]
+    return value * _WORD_SCALES.get(scale, 1)
+
+
+def number_terms(text: str) -> set[str]:
+    """The value terms of the numbers `text` writes: a question's "two" is covered by a document's "2"."""
+    return {term for _, _, term in number_spans(text)}
+
+
+@lru_cache(maxsize=8192)
+def valued_terms(text: str) -> frozenset[str]:
+    """`content_terms`, with each number read as its value term instead of its pieces ("5,000" is "#5000", not
+    "5" and "000"; "two" is "#2"), for what coverage and answer choice compare. Codes keep their digits as
+    written ("SEV1", "v2", "4.12.0"): identifiers must match as written."""
+    spans = number_spans(text)
+    if not spans:
+        return _content_terms(text)
+    parts, last = [], 0
+    for start, end, _ in spans:
+        parts.append(text[last:start])
+        last = max(last, end)
+    parts.append(text[last:])
+    return frozenset(_content_terms(" ".join(parts)) | {term for _, _, term in spans})

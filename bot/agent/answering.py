@@ -18,10 +18,11 @@ from functools import lru_cache
 import numpy as np
 
 from bot.agent import cues
-from bot.agent.grading import evidence_block, names_all
+from bot.agent.grading import amount_terms, evidence_block, names_all
 from bot.agent.models import Citation, Turn
 from tools.search import Evidence
 from tools.text import (
+    VALUE_MARK,
     TextUnit,
     answer_units,
     asked_amount,
@@ -31,10 +32,12 @@ from tools.text import (
     has_cjk,
     identifiers,
     money_ranges,
+    number_spans,
     reading_length,
     shorten,
     split_sentences,
     text_terms,
+    valued_terms,
 )
 
 MAX_SENTENCES = 3
@@ -387,7 +390,7 @@ def _written_in(evidence: Sequence[Evidence]) -> Callable[[str], bool]:
 # composing): its terms and phrases are a pure function of its text, kept for the texts seen last.
 @lru_cache(maxsize=8192)
 def _terms(text: str) -> frozenset[str]:
-    return frozenset(_NUMBER_WORDS.get(t, t) for t in content_terms(text))
+    return valued_terms(text)  # a number by its value: "two" is the "2" of "Up to 2 monitors", "5000" is "¥5,000"
 
 
 def _names_a_cell(row: str, query: str) -> bool:
@@ -535,6 +538,19 @@ def score_units(
         _terms(reads) | header_terms[rank] | {w for w in words if w in reads or w in evidence[rank].chunk.location}
         for rank, _, _, _, reads in units
     ]
+    # An amount the asker brings is covered by the range that holds it: "$2,000.01 to $7,500" says something about
+    # "a $5,000 claim" that a sentence writing "$5,000" in passing does not.
+    amount = asked_amount(asked or query)
+    spans = number_spans(asked or query) if amount is not None else []
+    spans = [s for s in spans if abs(float(s[2].removeprefix(VALUE_MARK)) - amount) < 0.01]
+    # (not a name the evidence writes as one: "401k" is the plan its documents call "401(k)", not $401,000)
+    written = [n for start, end, _ in spans for n in identifiers((asked or query)[start:end])]
+    if any(names_all(e, [n]) for n in written for e in evidence):
+        amount, spans = None, []
+    brought = {term for _, _, term in spans}
+    in_range = [amount is not None and any(low <= amount <= high for low, high in money_ranges(u[4])) for u in units]
+    if brought:
+        sentence_terms = [t | brought if holds else t for t, holds in zip(sentence_terms, in_range, strict=True)]
     document_frequency = {t: sum(t in terms for terms in sentence_terms) for t in query_terms}
     # A Chinese bigram no unit has is one that straddles two words ("过五" in 超过五千): it measures nothing,
     # and counted it would drown the words that do match.
@@ -543,7 +559,12 @@ def score_units(
     total_weight = sum(weight.values()) or 1.0
     # Codes and numbers in the question (SEV3, Q4, 401k) are not negotiable: a sentence about SEV2
     # answers nothing about SEV3, however similar it reads.
+    # An amount is held to the person's own message as the range that holds it ("$2,000.01 to $7,500" for "a
+    # $3,000 claim"), or the amount written; one carried into a follow-up ("超过5000的报销" before "审批完多久到账")
+    # only places it.
     anchors = {t for t in query_terms if any(ch.isdigit() for ch in t) and document_frequency.get(t)}
+    anchors -= amount_terms(query) | amount_terms(asked or query)
+    anchors |= {t for t in brought if document_frequency.get(t)}
     # So are identifiers as written ("unroutable_address", "401k" for "401(k)"): when some evidence chunk
     # names them, a chunk that does not is about something else. Per chunk, not per sentence: the
     # sentences of the right passage rarely all repeat the name. Only the user's own words count: an
@@ -560,7 +581,7 @@ def score_units(
     if places:
         placed = [f"{evidence[rank].chunk.location}\n{reads}" for rank, _, _, _, reads in units]
         places = [n for n in places if any(n in text for text in placed)]
-    focus = {t for t in {_NUMBER_WORDS.get(t, t) for t in focus} if any(t in terms for terms in sentence_terms)}
+    focus = {t for t in focus if any(t in terms for terms in sentence_terms)}
     avoid = {" ".join(a.split()) for a in avoid}
     after_said, before_said = _what_follows(evidence, units, avoid, next_step) if next_step else (set(), set())
     # A follow-up's own words in their order ("after five years") say what it adds to the thread.
@@ -568,9 +589,8 @@ def score_units(
     asks_first_step = bool(_ASKS_FIRST_STEP.search(asked or query))
     asks_allowance = bool(_ASKS_ALLOWANCE.search(asked or query))
     asks_syntax = bool(_ASKS_SYNTAX.search(asked or query))
-    amount = asked_amount(asked or query)
     scored = []
-    for (rank, position, unit, body, reads), terms in zip(units, sentence_terms, strict=True):
+    for (rank, position, unit, body, reads), terms, holds in zip(units, sentence_terms, in_range, strict=True):
         raw = evidence[rank].chunk.text[unit.start : unit.end]
         overlap = sum(weight[t] for t in query_terms & terms) / total_weight
         score = LEXICAL_WEIGHT * overlap + 0.05 / (1 + rank) - 0.005 * position
@@ -587,7 +607,7 @@ def score_units(
             score += ANSWER_TYPE_BONUS
         # "Who approves a $300k contract?" is answered by the rule whose range holds $300k ("$250,000.01 to
         # $1,000,000: … and the CEO"), not by the rows around it that share its words.
-        if amount is not None and any(low <= amount <= high for low, high in money_ranges(reads)):
+        if holds:
             score += AMOUNT_RANGE_BONUS
         if asks_allowance and _ALLOWANCE.search(reads):
             score += ALLOWANCE_BONUS

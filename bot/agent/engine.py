@@ -29,7 +29,7 @@ from bot.agent.workflow import MAX_ROUNDS, AnswerWorkflow, AskEvent, Question, S
 from bot.config import Settings
 from tools.search import Evidence, HybridSearcher
 from tools.service import KnowledgeService
-from tools.text import content_terms, keyword_terms
+from tools.text import keyword_terms, valued_terms
 
 MAX_QUESTION_CHARS = 2000
 
@@ -303,7 +303,7 @@ class AnswerEngine:
         embedder = self.service.embedder
         # A follow-up's own words ("contractors") are what it asks about; the words carried over
         # from the conversation only place it.
-        focus = content_terms(question.text) if question.standalone != question.text else set()
+        focus = set(valued_terms(question.text)) if question.standalone != question.text else set()
         saved = self.service.store.unit_vectors(embedder.model_name, embedder.dimension, [e.chunk for e in chosen])
         # "and if I don't?", "and for contractors?" ask for something else: the sentence the thread was just
         # told is not it.

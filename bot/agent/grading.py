@@ -25,6 +25,7 @@ from bot.agent import cues, sufficiency
 from tools.search import Evidence
 from tools.text import (
     STOPWORDS,
+    VALUE_MARK,
     answer_units,
     cjk_content_words,
     cjk_names,
@@ -35,6 +36,9 @@ from tools.text import (
     joined_terms,
     keyword_terms,
     mentions,
+    number_spans,
+    number_terms,
+    valued_terms,
 )
 
 # Calibrated on the leave-one-out benchmark (SciFact/Cranfield/CISI KBs, one dataset's queries sent to the
@@ -120,9 +124,13 @@ _GENERIC_MODIFIERS = frozenset(
 )
 
 
-# An amount the asker brings ("a $700 course", "20% more") is theirs, not a name the documents must repeat:
-# the rule that answers it states a threshold.
-_AMOUNT_MARK = re.compile(r"[$€£¥]\s*$")
+# An amount the asker brings ("a $700 course", "20% more", "over 7,500", "超过5000的报销") is theirs, not a name
+# the documents must repeat: the rule that answers it states a threshold, in its own spelling ("¥5,000").
+_AMOUNT_MARK = re.compile(
+    r"(?:[$€£¥]|\b(?:over|above|under|below|more than|less than|greater than|exceeds?|exceeding|up to)"
+    r"|超过|不超过|高于|低于)\s*$",
+    re.I,
+)
 
 
 def specific_terms(question: str) -> list[str]:
@@ -136,6 +144,19 @@ def specific_terms(question: str) -> list[str]:
     ]
 
 
+def named_numbers(question: str) -> list[str]:
+    """The numbers of a question as written ("5000" of "the hdhp 5000"), but for amounts the asker brings."""
+    text = question.strip()
+    return [text[start:end] for start, end, _ in number_spans(text) if not _AMOUNT_MARK.search(text[:start])]
+
+
+def amount_terms(question: str) -> set[str]:
+    """The value terms of the amounts the asker brings ("#5000" of "a $5,000 claim" or "超过5000的报销"): what a
+    rule's threshold is compared with, not a name the answer must write."""
+    text = question.strip()
+    return {term for start, _, term in number_spans(text) if _AMOUNT_MARK.search(text[:start])}
+
+
 def measure_coverage(query: str, evidence: Sequence[Evidence], term_known: Callable[[str], bool]) -> None:
     """Set each chunk's `coverage`: the share of the query's content terms it (or its header) contains.
     A Chinese question's terms are its words (a word counts where the text contains it)."""
@@ -147,7 +168,8 @@ def measure_coverage(query: str, evidence: Sequence[Evidence], term_known: Calla
     # CJK bigrams that straddle two words never occur in any text; count only those the KB knows.
     query_terms = {t for t in asked_terms(query) if not has_cjk(t) or term_known(t)}
     for e in evidence:
-        e.coverage = len(query_terms & joined_terms(e.chunk.header, e.chunk.text)) / max(len(query_terms), 1)
+        said = joined_terms(e.chunk.header, e.chunk.text) | number_terms(e.chunk.header) | number_terms(e.chunk.text)
+        e.coverage = len(query_terms & said) / max(len(query_terms), 1)
 
 
 # "How many/long/often …" asks for a kind of fact (cues.py); the word after "how" is not a term the
@@ -160,9 +182,10 @@ _QUESTION_TERMS = frozenset(keyword_terms(" ".join(STOPWORDS), keep_stopwords=Tr
 
 
 def asked_terms(query: str) -> set[str]:
-    """The query's content terms that an answer would contain: not its question words."""
+    """The query's content terms that an answer would contain: not its question words. Its numbers are value
+    terms (tools.text.valued_terms), covered by a text writing the same value in any spelling."""
     how = {t for m in _HOW_WORD.finditer(query) for t in keyword_terms(m.group(1) or m.group(2), keep_stopwords=True)}
-    return {t for t in content_terms(query) if t not in _QUESTION_TERMS and t not in how}
+    return {t for t in valued_terms(query) if t not in _QUESTION_TERMS and t not in how}
 
 
 @dataclass(frozen=True)
@@ -191,7 +214,7 @@ class QueryTerms:
 
     def covered(self, text: str, extra: frozenset[str] | set[str] = frozenset()) -> float:
         """The share of the question's terms that `text` (or the `extra` terms around it) contains."""
-        return self.share_in(text, (content_terms(text) | extra) if self.terms else frozenset())
+        return self.share_in(text, (content_terms(text) | number_terms(text) | extra) if self.terms else frozenset())
 
     def share_in(self, text: str, text_terms: frozenset[str] | set[str]) -> float:
         """`covered`, given the content terms of `text` (and around it) already measured."""
@@ -259,12 +282,14 @@ class MeasurableUnit:
 # of the chunk's heading and text (the cache key), so a republished chunk, whose text differs, is measured anew.
 @lru_cache(maxsize=4096)
 def chunk_units(header: str, text: str) -> tuple[MeasurableUnit, ...]:
-    """The chunk's answer units (tools.text.answer_units), each with what coverage measures of it."""
-    heading = content_terms(header)
+    """The chunk's answer units (tools.text.answer_units), each with what coverage measures of it (the values of
+    its numbers too: "Up to 2 monitors" covers a question's "two")."""
+    heading = content_terms(header) | number_terms(header)
     units = []
     for unit in answer_units(text):
         framed = f"{header}\n{unit.text}"
-        units.append(MeasurableUnit(unit.text, framed, frozenset(heading | joined_terms(unit.text))))
+        said = heading | joined_terms(unit.text) | number_terms(unit.text)
+        units.append(MeasurableUnit(unit.text, framed, frozenset(said)))
     return tuple(units)
 
 
@@ -323,7 +348,7 @@ def measure(
     terms = len(asked_for.terms) + len(asked_for.words)
     top = max(e.coverage for e in evidence[:5])
     # (Chinese words are known when the KB writes them; a CJK bigram straddling two words is no term of it)
-    latin = [t for t in asked_for.terms if not has_cjk(t)]
+    latin = [t for t in asked_for.terms if not has_cjk(t) and not t.startswith(VALUE_MARK)]
     unknown_share = sum(not term_known(t) for t in latin) / len(latin) if latin else 0.0
     features = sufficiency.SufficiencyFeatures(
         best_cosine=float(best.cosine),
@@ -537,8 +562,11 @@ def grade_cjk(
     of them and is the kind of fact asked for. Cosine does not count: it is high for any Chinese text."""
     known = cjk_known(term_known)
     unknown = [w for w in cjk_nouns(query, known) if not known(w)]
-    # A Latin word in a Chinese question names a thing (VPN, Excel, Wi-Fi): one the KB never writes is missing too.
-    unknown += [t for t in QueryTerms.of(query).terms if len(t) > 1 and not term_known(t)]
+    # A Latin word in a Chinese question names a thing (VPN, Excel, Wi-Fi): one the KB never writes is missing too;
+    # so is a number that is part of a name, as written (an amount the asker brings is not: "超过5000的报销").
+    latin = QueryTerms.of(query).terms
+    unknown += [t for t in latin if len(t) > 1 and not t.startswith(VALUE_MARK) and not term_known(t)]
+    unknown += [n for n in named_numbers(query) if not all(term_known(t) for t in keyword_terms(n))]
     if unknown:
         return Verdict(False, f"the knowledge base never mentions {', '.join(unknown)}", missing=", ".join(unknown))
     # The parental leave of 北京 is not answered by a chunk about leave that names no 北京, even if another
