@@ -925,9 +925,10 @@ def _worded_value(m: re.Match[str]) -> int | None:
     return value * _WORD_SCALES.get(scale, 1)
 
 
-def number_terms(text: str) -> set[str]:
+@lru_cache(maxsize=8192)  # read for every evidence chunk of every question, as `_content_terms` is
+def number_terms(text: str) -> frozenset[str]:
     """The value terms of the numbers `text` writes: a question's "two" is covered by a document's "2"."""
-    return {term for _, _, term in number_spans(text)}
+    return frozenset(term for _, _, term in number_spans(text))
 
 
 @lru_cache(maxsize=8192)
