@@ -931,6 +931,14 @@ def number_terms(text: str) -> frozenset[str]:
     return frozenset(term for _, _, term in number_spans(text))
 
 
+def stated_terms(*texts: str) -> set[str]:
+    """What coverage reads the texts as stating: their content terms (`joined_terms`) and their numbers' values."""
+    terms = joined_terms(*texts)
+    for text in texts:
+        terms |= number_terms(text)
+    return terms
+
+
 @lru_cache(maxsize=8192)
 def valued_terms(text: str) -> frozenset[str]:
     """`content_terms`, with each number read as its value term instead of its pieces ("5,000" is "#5000", not

@@ -37,7 +37,7 @@ from tools.text import (
     keyword_terms,
     mentions,
     number_spans,
-    number_terms,
+    stated_terms,
     valued_terms,
 )
 
@@ -168,8 +168,7 @@ def measure_coverage(query: str, evidence: Sequence[Evidence], term_known: Calla
     # CJK bigrams that straddle two words never occur in any text; count only those the KB knows.
     query_terms = {t for t in asked_terms(query) if not has_cjk(t) or term_known(t)}
     for e in evidence:
-        said = joined_terms(e.chunk.header, e.chunk.text) | number_terms(e.chunk.header) | number_terms(e.chunk.text)
-        e.coverage = len(query_terms & said) / max(len(query_terms), 1)
+        e.coverage = len(query_terms & stated_terms(e.chunk.header, e.chunk.text)) / max(len(query_terms), 1)
 
 
 # "How many/long/often …" asks for a kind of fact (cues.py); the word after "how" is not a term the
@@ -214,7 +213,7 @@ class QueryTerms:
 
     def covered(self, text: str, extra: frozenset[str] | set[str] = frozenset()) -> float:
         """The share of the question's terms that `text` (or the `extra` terms around it) contains."""
-        return self.share_in(text, (content_terms(text) | number_terms(text) | extra) if self.terms else frozenset())
+        return self.share_in(text, (stated_terms(text) | extra) if self.terms else frozenset())
 
     def share_in(self, text: str, text_terms: frozenset[str] | set[str]) -> float:
         """`covered`, given the content terms of `text` (and around it) already measured."""
@@ -284,12 +283,11 @@ class MeasurableUnit:
 def chunk_units(header: str, text: str) -> tuple[MeasurableUnit, ...]:
     """The chunk's answer units (tools.text.answer_units), each with what coverage measures of it (the values of
     its numbers too: "Up to 2 monitors" covers a question's "two")."""
-    heading = content_terms(header) | number_terms(header)
+    heading = stated_terms(header)
     units = []
     for unit in answer_units(text):
         framed = f"{header}\n{unit.text}"
-        said = heading | joined_terms(unit.text) | number_terms(unit.text)
-        units.append(MeasurableUnit(unit.text, framed, frozenset(said)))
+        units.append(MeasurableUnit(unit.text, framed, frozenset(heading | stated_terms(unit.text))))
     return tuple(units)
 
 
