@@ -1,6 +1,8 @@
 """The incremental keyword index: a published version is appended, a retired one tombstoned, and both
 score as a rebuild would rank them (the store then reuses it instead of re-reading every chunk)."""
 
+import json
+
 import numpy as np
 
 from tools.keyword_index import KeywordIndex
@@ -148,3 +150,28 @@ def test_live_versions_carried_through_updates_equal_a_fresh_count():
         )  # fmt: skip
         assert index.live_versions() == fresh.live_versions()
     assert retired.live_versions() == {"kb/boundary@v1", "kb/vitamin@v1", "kb/heat@v2"}
+
+
+def test_a_loaded_index_maps_its_base_and_reads_deltas_saved_as_term_lists(tmp_path):
+    base = build(BASE)
+    updated = base.updated([c for c, _ in ADDED], [t for _, t in ADDED], set())
+    updated.save(tmp_path / "g2")
+    loaded = KeywordIndex.load(tmp_path / "g2")
+    # The base's postings are read from the saved files as needed, not copied into the process.
+    assert isinstance(loaded.bm25.scores["data"], np.memmap)
+    assert isinstance(loaded.documents.scores["indices"], np.memmap)
+    np.testing.assert_allclose(loaded.scores("sourdough heat"), updated.scores("sourdough heat"), rtol=1e-6)
+
+    # A delta segment as kbbot wrote it before terms were packed (a list of terms per text) loads the same.
+    for segment in json.loads((tmp_path / "g2" / "delta.json").read_text(encoding="utf-8"))["segments"]:
+        path = tmp_path / "g2" / segment[0]
+        part = json.loads(path.read_text(encoding="utf-8"))
+        part["chunk_terms"] = [t.split(" ") for t in part.pop("packed_chunk_terms")]
+        part["document_terms"] = [t.split(" ") for t in part.pop("packed_document_terms")]
+        path.write_text(json.dumps(part), encoding="utf-8")
+    old_layout = KeywordIndex.load(tmp_path / "g2")
+    for query in ("sourdough starter", "heat transfer radiative", "flour water"):
+        assert old_layout.search(query, 3) == loaded.search(query, 3), query
+    again = old_layout.updated(["kb/pasta@v1#0"], ["Pasta\nFresh egg pasta is rolled thin."], {"kb/sourdough@v1"})
+    again.save(tmp_path / "g3")
+    assert KeywordIndex.load(tmp_path / "g3").search("pasta", 1)[0][0] == "kb/pasta@v1#0"

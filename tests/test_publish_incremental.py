@@ -122,8 +122,9 @@ def _as_written_before(directory: Path) -> None:
     for name, _chunks, _documents in extra.pop("segments"):
         segment = json.loads((directory / name).read_text(encoding="utf-8"))
         ids += segment.pop("ids")
-        for key, values in segment.items():
-            delta[key] += values
+        for key, values in segment.items():  # terms were lists then, not packed into a string per text
+            unpacked = key.startswith("packed_")
+            delta[key.removeprefix("packed_")] += [v.split(" ") for v in values] if unpacked else values
         (directory / name).unlink()
     (directory / "chunk_ids.json").write_text(json.dumps(ids), encoding="utf-8")
     (directory / "base_ids.json").unlink()

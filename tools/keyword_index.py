@@ -17,6 +17,11 @@ frequencies, document count and mean length; a term only the delta knows gets it
 chunks of retired versions are tombstoned (score 0). Publishing one document into a KB of a million
 chunks then tokenizes that document only, instead of re-reading and re-indexing every chunk. Once the
 delta outgrows DELTA_MAX_SHARE of the base (or DELTA_MIN_CHUNKS), the store rebuilds from scratch.
+
+A saved base is memory-mapped, not read: a query touches only its terms' postings, so a large KB's index costs
+page cache the kernel can reclaim instead of the process's own memory. Safe because a saved generation's files are
+never rewritten: a new generation is a new directory (hard links for what it shares), and an old one is removed
+whole, which leaves a mapped file readable.
 """
 
 from __future__ import annotations
@@ -88,7 +93,7 @@ class _Postings:
     delta knows gets its delta frequency, which every append changes."""
 
     def __init__(self, terms: list[list[str]], base: _Stats):
-        self.terms: list[list[str]] = []
+        self.size = 0  # texts appended
         self.base = base
         self.table: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # term -> positions, tf, norm
         self._append(terms)
@@ -96,23 +101,36 @@ class _Postings:
     def extended(self, terms: list[list[str]]) -> _Postings:
         """These postings with `terms` appended (self is left as it is)."""
         out = _Postings.__new__(_Postings)
-        out.terms, out.base, out.table = list(self.terms), self.base, dict(self.table)
+        out.size, out.base, out.table = self.size, self.base, dict(self.table)
         out._append(terms)
         return out
 
     def _append(self, terms: list[list[str]]) -> None:
-        offset = len(self.terms)
-        by_term: dict[str, dict[int, int]] = {}
-        for i, chunk_terms in enumerate(terms, start=offset):
-            for term in chunk_terms:
-                counts = by_term.setdefault(term, {})
-                counts[i] = counts.get(i, 0) + 1
-        lengths = np.array([len(t) for t in terms], dtype=np.float32)
-        self.terms.extend(terms)
-        for term, counts in by_term.items():
-            positions = np.fromiter(counts, dtype=np.int64, count=len(counts))
-            tf = np.fromiter(counts.values(), dtype=np.float32, count=len(counts))
-            norm = K1 * ((1 - B) + B * lengths[positions - offset] / self.base.mean_length)
+        # Counted with arrays, not a dict of counts per term: at a delta of tens of thousands of chunks those
+        # dicts held an object per term occurrence, and the memory they took stayed with the process.
+        offset = self.size
+        counts = np.array([len(t) for t in terms], dtype=np.int64)
+        self.size += len(terms)
+        vocabulary: dict[str, int] = {}
+        term_ids = np.fromiter(
+            (vocabulary.setdefault(term, len(vocabulary)) for chunk_terms in terms for term in chunk_terms),
+            dtype=np.int64,
+            count=int(counts.sum()),
+        )
+        rows = np.repeat(np.arange(len(terms), dtype=np.int64), counts)
+        if not len(term_ids):
+            return
+        pairs, tfs = np.unique(term_ids * len(terms) + rows, return_counts=True)  # by term, then row
+        pair_terms, pair_rows = np.divmod(pairs, len(terms))
+        starts = np.flatnonzero(np.r_[True, pair_terms[1:] != pair_terms[:-1]])
+        names = list(vocabulary)
+        lengths = counts.astype(np.float32)
+        for start, end in zip(starts, [*starts[1:], len(pairs)], strict=True):
+            term = names[pair_terms[start]]
+            rows_of_term = pair_rows[start:end]
+            positions = rows_of_term + offset
+            tf = tfs[start:end].astype(np.float32)
+            norm = K1 * ((1 - B) + B * lengths[rows_of_term] / self.base.mean_length)
             held = self.table.get(term)
             if held is not None:
                 positions, tf, norm = (np.concatenate(pair) for pair in zip(held, (positions, tf, norm), strict=True))
@@ -125,12 +143,12 @@ class _Postings:
             return None
         positions, tf, norm = held
         df = self.base.df.get(term) or len(positions)
-        n_term = self.base.n if term in self.base.df else self.base.n + len(self.terms)
+        n_term = self.base.n if term in self.base.df else self.base.n + self.size
         idf = np.log1p((n_term - df + 0.5) / (df + 0.5))
         return positions, (idf * tf / (norm + tf)).astype(np.float32)
 
     def scores(self, terms: Sequence[str]) -> np.ndarray:
-        out = np.zeros(len(self.terms), dtype=np.float32)
+        out = np.zeros(self.size, dtype=np.float32)
         for term in terms:
             hit = self.entry(term)
             if hit is not None:
@@ -140,11 +158,27 @@ class _Postings:
 
 @dataclass
 class _Delta:
-    """Chunks appended after a base index: their terms, their documents' terms, chunk -> document."""
+    """Chunks appended after a base index: their terms, their documents' terms, chunk -> document.
 
-    chunk_terms: list[list[str]] = field(default_factory=list)
-    document_terms: list[list[str]] = field(default_factory=list)
+    A text's terms are held packed, one string per chunk or document (`_packed`): as lists, every term occurrence
+    was a string object of its own, and a large delta cost the process more memory than its memory-mapped base."""
+
+    chunk_terms: list[str] = field(default_factory=list)
+    document_terms: list[str] = field(default_factory=list)
     chunk_documents: list[int] = field(default_factory=list)  # global document positions
+
+    @classmethod
+    def from_lists(cls, chunk_terms: list[list[str]], document_terms: list[list[str]], chunk_documents: list[int]):
+        return cls([_packed(t) for t in chunk_terms], [_packed(t) for t in document_terms], list(chunk_documents))
+
+
+def _packed(terms: Sequence[str]) -> str:
+    """A text's terms as one string; terms never hold whitespace (tools.text splits on it)."""
+    return " ".join(terms)
+
+
+def _unpacked(terms: str) -> list[str]:
+    return terms.split(" ")
 
 
 class _Positions(Mapping[str, int]):
@@ -182,9 +216,8 @@ class _Positions(Mapping[str, int]):
         return len(self._base) + len(self._added) - len(self._removed)
 
 
-def _fields_of(record: _Stats | _Delta) -> dict:
-    """A record's fields as they are, for json.dumps: dataclasses.asdict deep-copies every term of every
-    chunk first, which made saving an index update cost seconds."""
+def _fields_of(record: _Stats) -> dict:
+    """A record's fields as they are, for json.dumps (dataclasses.asdict would deep-copy every one first)."""
     return {f.name: getattr(record, f.name) for f in fields(record)}
 
 
@@ -245,9 +278,9 @@ class KeywordIndex:
             self._chunk_delta, self._document_delta = self.postings
             self.postings = None
         elif self.delta.chunk_terms and self.stats is not None:
-            self._chunk_delta = _Postings(self.delta.chunk_terms, self.stats[0])
+            self._chunk_delta = _Postings(list(map(_unpacked, self.delta.chunk_terms)), self.stats[0])
             if self.delta.document_terms and self.stats[1] is not None:
-                self._document_delta = _Postings(self.delta.document_terms, self.stats[1])
+                self._document_delta = _Postings(list(map(_unpacked, self.delta.document_terms)), self.stats[1])
         self._segments: tuple[_Segment, ...] = ()  # saved files holding a prefix of the delta (see save)
         self._live_versions: frozenset[str] | None = None  # worked out once per index (a pass over every id)
         self._removed_mask = None
@@ -368,21 +401,28 @@ class KeywordIndex:
             raise ValueError("an empty index is rebuilt, not extended")
         if any(cid in self.position for cid in added_ids):
             raise ValueError("a chunk is indexed already")
-        delta = _Delta(list(self.delta.chunk_terms), list(self.delta.document_terms), list(self.delta.chunk_documents))
         base_documents = int(self.documents.scores["num_docs"]) if self.documents is not None else None
-        seen: dict[str, int] = {}  # document key -> its position in delta.document_terms
+        new_chunks: list[list[str]] = []
+        new_documents: list[list[str]] = []
+        chunk_documents = list(self.delta.chunk_documents)
+        seen: dict[str, int] = {}  # document key -> its position in the delta's documents
         for cid, text in zip(added_ids, added_texts, strict=True):
             terms = keyword_terms(text) or [_EMPTY]
-            delta.chunk_terms.append(terms)
+            new_chunks.append(terms)
             if base_documents is not None:
                 key = document_key(cid)
                 if key not in seen:
-                    seen[key] = len(delta.document_terms)
-                    delta.document_terms.append(list(terms))
+                    seen[key] = len(self.delta.document_terms) + len(new_documents)
+                    new_documents.append(list(terms))
                 else:  # the header is the same in every chunk of a document: counted once
                     body = text.split("\n", 1)[1] if "\n" in text else text
-                    delta.document_terms[seen[key]].extend(keyword_terms(body))
-                delta.chunk_documents.append(base_documents + seen[key])
+                    new_documents[seen[key] - len(self.delta.document_terms)].extend(keyword_terms(body))
+                chunk_documents.append(base_documents + seen[key])
+        delta = _Delta(
+            [*self.delta.chunk_terms, *map(_packed, new_chunks)],
+            [*self.delta.document_terms, *map(_packed, new_documents)],
+            chunk_documents,
+        )
         removed = set(self.removed)
         unfound = set()
         for version in removed_versions:
@@ -393,8 +433,6 @@ class KeywordIndex:
                 removed.update(positions)
         if unfound:  # chunks not numbered from 0 (never written by the store): a pass over every live id
             removed.update(i for cid, i in self.position.items() if document_key(cid) in unfound)
-        new_chunks = delta.chunk_terms[len(self.delta.chunk_terms) :]
-        new_documents = delta.document_terms[len(self.delta.document_terms) :]
         chunk_postings, document_postings = self._chunk_delta, self._document_delta
         if new_chunks:
             chunk_postings = (
@@ -518,8 +556,8 @@ class KeywordIndex:
             json.dumps(
                 {
                     "ids": self.chunk_ids[self.base_size + chunks :],
-                    "chunk_terms": self.delta.chunk_terms[chunks:],
-                    "document_terms": self.delta.document_terms[documents:],
+                    "packed_chunk_terms": self.delta.chunk_terms[chunks:],
+                    "packed_document_terms": self.delta.document_terms[documents:],
                     "chunk_documents": self.delta.chunk_documents[chunks:],
                 }
             ),
@@ -558,17 +596,21 @@ class KeywordIndex:
             for segment in segments:
                 part = json.loads((directory / segment.name).read_text(encoding="utf-8"))
                 chunk_ids += part["ids"]
-                delta.chunk_terms += part["chunk_terms"]
-                delta.document_terms += part["document_terms"]
+                if "packed_chunk_terms" in part:
+                    delta.chunk_terms += part["packed_chunk_terms"]
+                    delta.document_terms += part["packed_document_terms"]
+                else:  # a segment kbbot wrote before terms were packed
+                    delta.chunk_terms += map(_packed, part["chunk_terms"])
+                    delta.document_terms += map(_packed, part["document_terms"])
                 delta.chunk_documents += part["chunk_documents"]
         else:
             chunk_ids = json.loads(ids_file.read_text(encoding="utf-8"))
-            delta = _Delta(**extra["delta"])
-        bm25 = bm25s.BM25.load(str(directory / "bm25")) if chunk_ids else None
+            delta = _Delta.from_lists(**extra["delta"])
+        bm25 = bm25s.BM25.load(str(directory / "bm25"), mmap=True) if chunk_ids else None
         documents = owner = None
         if (directory / "chunk_documents.npy").is_file():
-            documents = bm25s.BM25.load(str(directory / "documents"))
-            owner = np.load(directory / "chunk_documents.npy")
+            documents = bm25s.BM25.load(str(directory / "documents"), mmap=True)
+            owner = np.load(directory / "chunk_documents.npy", mmap_mode="r")
         stats = None
         if bm25 is not None:
             chunk_stats, document_stats = json.loads((directory / "stats.json").read_text(encoding="utf-8"))
