@@ -898,17 +898,142 @@ def value_term(value: float) -> str:
     return VALUE_MARK + (str(int(value)) if value == int(value) else repr(value))
 
 
-def number_spans(text: str) -> list[tuple[int, int, str]]:
-    """Each number `text` writes, in digits or in words: (start, end, its value term)."""
+def term_value(term: str) -> float | None:
+    """The number a plain value term stands for ("#5000" → 5000.0); None for any other term, a duration's
+    ("#14d") included."""
+    if not term.startswith(VALUE_MARK):
+        return None
+    try:
+        return float(term.removeprefix(VALUE_MARK))
+    except ValueError:
+        return None
+
+
+# A Chinese numeral ("两", "十五", "五千", "一万", "百分之五十"): read only where it is a number, not a piece of a word.
+# Written with a place (十百千万) it is one ("十五天", "超过五千"); a lone digit only before a measure word ("三天",
+# "两次"); never after a character it makes a word with ("统一", "唯一", "万一", "之一", "第三", "周三"), nor before
+# one ("一些", "一般", "一律", "一等座", "三月" the month, "一、" a section's number, "十分" very, "三分之一" a third).
+# A bare 一 ("一天", "一次") is "a day", "once", as the English "a" and "one" are no number alone; 一 with a place
+# is ("一万", "一百").
+_CJK_DIGITS = dict(zip("零〇一二两三四五六七八九", (0, 0, 1, 2, 2, 3, 4, 5, 6, 7, 8, 9), strict=True))
+_CJK_PLACES = {"十": 10, "百": 100, "千": 1_000}
+_CJK_MYRIADS = {"万": 10_000, "亿": 100_000_000}
+_CJK_MEASURES = "天日周年个次位名人张晚元块倍岁小分秒件份项条本台家道"
+_CJK_NUMERAL = re.compile(
+    r"(?<![统唯万之第周同单初星期拜])(百分之)?([零〇一二两三四五六七八九十百千万亿]+)"
+    r"(?![些般律起切直定旦致共样边方面等月、])(?!分(?!钟))"
+)
+
+
+def _cjk_numeral_value(numeral: str) -> int | None:
+    """The value of a Chinese numeral ("十五" 15, "五千" 5000, "一百零五" 105; "一百五" is 150 and "两万五" 25,000, as
+    said aloud); None when it is no one number ("三五天" is three to five days, "一二" a list)."""
+    total, section, digit, place, zero = 0, 0, None, 1, False
+    for ch in numeral:
+        if ch in "零〇":
+            zero = True
+        elif ch in _CJK_DIGITS:
+            if digit is not None:
+                return None
+            digit = _CJK_DIGITS[ch]
+        elif ch in _CJK_PLACES:
+            if digit is None and (section or total or ch != "十"):  # only 十 stands alone for 一十 ("十五")
+                return None
+            place = _CJK_PLACES[ch]
+            section += (1 if digit is None else digit) * place
+            digit, zero = None, False
+        else:  # 万, 亿
+            if digit is None and not section:
+                return None
+            place = _CJK_MYRIADS[ch]
+            total += (section + (digit or 0)) * place
+            section, digit, zero = 0, None, False
+    if digit is not None and place >= 100 and not zero:  # "一百五": the digit after a place counts the next one down
+        digit *= place // 10
+    return total + section + (digit or 0)
+
+
+def _cjk_numbers(text: str) -> list[tuple[int, int, int]]:
+    """Each Chinese numeral of `text` that is a number there: (start, end, value)."""
     found = []
+    for m in _CJK_NUMERAL.finditer(text):
+        numeral = m.group(2)
+        value = _cjk_numeral_value(numeral)
+        if value is None:
+            continue
+        placed = m.group(1) or any(ch in _CJK_PLACES or ch in _CJK_MYRIADS for ch in numeral)
+        following = text[m.end() : m.end() + 1]
+        if not placed and (numeral == "一" or not following or following not in _CJK_MEASURES):
+            continue
+        found.append((m.start(), m.end(), value))
+    return found
+
+
+# A duration in a unit that converts exactly to a smaller one a reader would accept as the same: weeks are 7 days,
+# years 12 months, hours 60 minutes ("two weeks" is "14 days", "48 hours" is "2,880 minutes"). Nothing else
+# converts: a month is no fixed number of days, a working day no fixed number of hours ("half a day" is not "4
+# hours"), and a "business day" or "working day" is no calendar day. "3 周岁" is an age, "6 月" a month's name, and
+# a 年 after digits as often a date's year ("2026 年") as a count of years.
+_DURATION = re.compile(
+    r"[\s-]?(weeks?|wks?|days?|years?|yrs?|months?|mos?|hours?|hrs?|minutes?|mins?)\b|\s?(周(?!岁)|个?星期|天|小时|分钟|个月)",
+    re.I,
+)
+_DURATION_UNITS = {
+    "week": (7, "d"),
+    "wk": (7, "d"),
+    "day": (1, "d"),
+    "周": (7, "d"),
+    "星期": (7, "d"),
+    "个星期": (7, "d"),
+    "天": (1, "d"),
+}
+_DURATION_UNITS |= {"year": (12, "mo"), "yr": (12, "mo"), "month": (1, "mo"), "mo": (1, "mo"), "个月": (1, "mo")}
+_DURATION_UNITS |= {"hour": (60, "min"), "hr": (60, "min"), "minute": (1, "min"), "min": (1, "min")}
+_DURATION_UNITS |= {"小时": (60, "min"), "分钟": (1, "min")}
+
+
+def _duration(text: str, end: int, value: float) -> tuple[str, bool] | None:
+    """The duration a number ending at `end` counts, if a time unit follows it: (the value term in the smaller
+    unit, whether it was written in the larger one)."""
+    m = _DURATION.match(text, end)
+    if not m:
+        return None
+    unit = (m.group(1) or m.group(2)).lower()
+    factor, smaller = _DURATION_UNITS.get(unit) or _DURATION_UNITS[unit.removesuffix("s")]
+    return value_term(value * factor) + smaller, factor != 1
+
+
+def _with_duration(found: list[tuple[int, int, str]], text: str, start: int, end: int, value: float) -> None:
+    """Add a number's spans: its value; and, before a time unit, the duration in the smaller unit, which is all a
+    number in the larger unit is read as ("2 weeks" is "#14d", not "#2"; "14 days" is "#14" and "#14d"). The unit's
+    word stays a term of its own: "how many weeks' notice" is about "4 weeks' notice"."""
+    duration = _duration(text, end, value)
+    if duration is None:
+        found.append((start, end, value_term(value)))
+        return
+    term, converted = duration
+    if not converted:
+        found.append((start, end, value_term(value)))
+    found.append((start, end, term))
+
+
+def number_spans(text: str) -> list[tuple[int, int, str]]:
+    """Each number `text` writes, in digits, in words or in Chinese numerals: (start, end, its value term); a
+    duration also by its value in the smaller unit (`_DURATION`)."""
+    found: list[tuple[int, int, str]] = []
+    for start, end, value in _cjk_numbers(text):
+        _with_duration(found, text, start, end, value)
     for m in _NUMERAL.finditer(text):
         value = float(m.group(1).replace(",", "") + (m.group(2) or ""))
         scale = (m.group(3) or m.group(4) or "").lower()
-        found.append((m.start(), m.end(), value_term(value * _SCALE.get(scale, 1.0))))
+        if scale:
+            found.append((m.start(), m.end(), value_term(value * _SCALE[scale])))
+        else:
+            _with_duration(found, text, m.start(), m.end(), value)
     for m in _NUMBER_WORD.finditer(text):
         value = _worded_value(m)
         if value is not None:
-            found.append((m.start(), m.end(), value_term(value)))
+            _with_duration(found, text, m.start(), m.end(), value)
     return sorted(found)
 
 

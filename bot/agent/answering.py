@@ -22,7 +22,6 @@ from bot.agent.grading import amount_terms, evidence_block, names_all
 from bot.agent.models import Citation, Turn
 from tools.search import Evidence
 from tools.text import (
-    VALUE_MARK,
     TextUnit,
     answer_units,
     asked_amount,
@@ -36,6 +35,7 @@ from tools.text import (
     reading_length,
     shorten,
     split_sentences,
+    term_value,
     text_terms,
     valued_terms,
 )
@@ -542,7 +542,7 @@ def score_units(
     # "a $5,000 claim" that a sentence writing "$5,000" in passing does not.
     amount = asked_amount(asked or query)
     spans = number_spans(asked or query) if amount is not None else []
-    spans = [s for s in spans if abs(float(s[2].removeprefix(VALUE_MARK)) - amount) < 0.01]
+    spans = [s for s in spans if (v := term_value(s[2])) is not None and abs(v - amount) < 0.01]
     # (not a name the evidence writes as one: "401k" is the plan its documents call "401(k)", not $401,000)
     written = [n for start, end, _ in spans for n in identifiers((asked or query)[start:end])]
     if any(names_all(e, [n]) for n in written for e in evidence):

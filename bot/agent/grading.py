@@ -145,9 +145,14 @@ def specific_terms(question: str) -> list[str]:
 
 
 def named_numbers(question: str) -> list[str]:
-    """The numbers of a question as written ("5000" of "the hdhp 5000"), but for amounts the asker brings."""
+    """The numbers of a question as written ("5000" of "the hdhp 5000"), but for amounts the asker brings and
+    Chinese numerals ("三天"): no name is written in those, and a document writes their value in digits."""
     text = question.strip()
-    return [text[start:end] for start, end, _ in number_spans(text) if not _AMOUNT_MARK.search(text[:start])]
+    return [
+        text[start:end]
+        for start, end, _ in number_spans(text)
+        if not _AMOUNT_MARK.search(text[:start]) and not has_cjk(text[start:end])
+    ]
 
 
 def amount_terms(question: str) -> set[str]:
