@@ -1,6 +1,6 @@
 """Where the company benchmark's in-KB misses lose their fact: retrieval, the answer step's cut, or the pick.
 
-    KBBOT_DATA_DIR=DIR .venv/bin/python scripts/measure_unit_recall.py --split dev [--dump F.jsonl] [--json] [--list]
+    KBBOT_DATA_DIR=DIR python scripts/measure_unit_recall.py --split dev [--forced] [--dump F] [--json] [--list]
 
 Runs `kbbot eval company` with the engine's grading and answering steps observed (nothing they decide is
 changed) and sorts every in-KB case that is not answered right by where its expected fact (the case's `fact`
@@ -9,6 +9,9 @@ regex) is, in the evidence of the round that answered (or, for a refusal, the fi
 - (a) in no evidence chunk of the expected KB: retrieval or routing never brought it;
 - (b) retrieved, but in no chunk the answer step reads (`answering.select_evidence`, MAX_EVIDENCE_CHUNKS);
 - (c) in a chunk the answer step was given, but another unit was picked (or, refused: the rules refused).
+
+`--forced` answers every first round, as scripts/measure_refusal_frontier.py does (every offline grading verdict
+"sufficient"): where the misses of the refusal ceiling lose their fact.
 
 It also measures what ranking answer units across all the round's chunks would do: for each answered case,
 the best unit support (cosine × coverage of the question's terms, as grading measures it: `unit_matches`) of
@@ -19,6 +22,7 @@ where that margin separates the cases whose fact lies past the cut from those it
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -32,7 +36,7 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def observed_run(split: str, dump: Path) -> list[dict]:
+def observed_run(split: str, dump: Path, forced: bool = False) -> list[dict]:
     """The company run's dump rows, each with `observed`: its rounds' evidence and the answer step's chunks."""
     import bot.eval.company as company
     from bot.agent import answering, grading
@@ -40,6 +44,12 @@ def observed_run(split: str, dump: Path) -> list[dict]:
     from bot.eval.workspace import EvalWorkspace
 
     current: dict = {}
+    grade_offline = grading.grade_offline
+
+    def always_sufficient(query, evidence, *args, **kwargs):
+        verdict = grade_offline(query, evidence, *args, **kwargs)
+        return dataclasses.replace(verdict, sufficient=True) if evidence else verdict
+
     grade, write_answer, ask = AnswerEngine.grade, AnswerEngine.write_answer, company.ask
 
     def observed_grade(self, query, evidence, kbs, llm, asked=""):
@@ -85,10 +95,13 @@ def observed_run(split: str, dump: Path) -> list[dict]:
         return reply
 
     AnswerEngine.grade, AnswerEngine.write_answer, company.ask = observed_grade, observed_write, observed_ask
+    if forced:
+        grading.grade_offline = always_sufficient  # the engine reads it from the module at each grading step
     try:
         company.eval_company(EvalWorkspace(progress=False), split=split, dump=dump)
     finally:
         AnswerEngine.grade, AnswerEngine.write_answer, company.ask = grade, write_answer, ask
+        grading.grade_offline = grade_offline
     rows = [json.loads(line) for line in dump.open(encoding="utf-8")]
     asked = iter(records)
     for row in rows:  # a case asks its history's user turns first, then its question
@@ -142,12 +155,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--split", choices=("dev", "test"), default="dev")
     parser.add_argument("--dump", type=Path, help="the run's per-case dump (default: a temporary file)")
+    parser.add_argument("--forced", action="store_true", help="answer every first round (refusals off)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--list", action="store_true", help="also list each miss with its class")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
-        rows = observed_run(args.split, args.dump or Path(scratch) / "observed.jsonl")
-    result = {"split": args.split, **summary(rows)}
+        rows = observed_run(args.split, args.dump or Path(scratch) / "observed.jsonl", args.forced)
+    in_kb = [r for r in rows if not r["kind"].startswith("ook")]
+    right = sum(r["verdict"] == "answered_right" for r in in_kb)
+    result = {"split": args.split, "forced": args.forced, "in_kb_right": f"{right}/{len(in_kb)}", **summary(rows)}
     if args.list:
         result["cases"] = [
             (r["id"], r["verdict"], where_lost(r))
