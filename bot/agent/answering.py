@@ -159,16 +159,19 @@ class DraftAnswer:
     citations: list[Citation]
 
 
-def select_evidence(evidence: Sequence[Evidence], relevant_ids: Sequence[str] = ()) -> list[Evidence]:
-    """The chunks worth answering from: the graded-relevant ones, else those near the best score."""
+def select_evidence(
+    evidence: Sequence[Evidence], relevant_ids: Sequence[str] = (), limit: int = MAX_EVIDENCE_CHUNKS
+) -> list[Evidence]:
+    """The chunks worth answering from: the graded-relevant ones, else those near the best score (at most
+    `limit`: a measurement may ask where the answer step's cut falls among all of them)."""
     if relevant_ids:
         chosen = [e for e in evidence if e.chunk_id in set(relevant_ids)]
         if chosen:
-            return chosen[:MAX_EVIDENCE_CHUNKS]
+            return chosen[:limit]
     if not evidence:
         return []
     best = evidence[0].score
-    return [e for e in evidence if e.score >= 0.6 * best][:MAX_EVIDENCE_CHUNKS]
+    return [e for e in evidence if e.score >= 0.6 * best][:limit]
 
 
 def make_citation(n: int, evidence: Evidence, excerpt: str | None = None) -> Citation:

@@ -252,12 +252,13 @@ def unit_matches(
     query_vector: np.ndarray,
     unit_vectors: dict[str, np.ndarray],
     term_known: Callable[[str], bool] | None = None,
+    chunks: int = UNIT_CHUNKS,
 ) -> list[UnitMatch]:
-    """The answer units of the best UNIT_CHUNKS chunks that have vectors saved at ingest, best cosine first."""
+    """The answer units of the best `chunks` chunks that have vectors saved at ingest, best cosine first."""
     terms = QueryTerms.of(query, cjk_known(term_known) if term_known else None)
     expected = cues.expected_answers(query)
     found: list[UnitMatch] = []
-    for rank, e in enumerate(evidence[:UNIT_CHUNKS]):
+    for rank, e in enumerate(evidence[:chunks]):
         vectors = unit_vectors.get(e.chunk_id)
         units = chunk_units(e.chunk.header, e.chunk.text)
         if vectors is None or len(vectors) != len(units):
