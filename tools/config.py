@@ -15,7 +15,7 @@ from pydantic import SecretStr
 from tools.chunking import CHUNK_OVERLAP_TOKENS, CHUNK_TOKENS
 from tools.parsing import ParseLimits
 
-LocalRuntime = Literal["torch", "onnx", "onnx-int8", "onnx-int8-blockwise"]
+LocalRuntime = Literal["torch", "onnx", "onnx-int8"]
 
 
 @dataclass(frozen=True)

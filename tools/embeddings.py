@@ -271,13 +271,11 @@ def embed_chunks(
 # to torch's vectors ≥ 0.99999, docs/benchmarks.md), so its vectors mix; int8 weights move them further,
 # so an int8 KB is its own identity and is refused under another runtime (and the reverse). int8 texts are run
 # one per forward pass (tools/onnx_minilm.py); a KB of the earlier batched int8, whose vectors moved with their
-# batch mates, has the old identity ("+int8") and is refused too. Block-wise int8 is much nearer float32 than
-# dynamic int8, but not torch's vectors to float tolerance, so it is an identity of its own as well.
+# batch mates, has the old identity ("+int8") and is refused too.
 LOCAL_IDENTITIES = {
     "torch": LocalMiniLM.model_name,
     "onnx": LocalMiniLM.model_name,
     "onnx-int8": f"{LocalMiniLM.model_name}+int8-per-text",
-    "onnx-int8-blockwise": f"{LocalMiniLM.model_name}+int8-blockwise",
 }
 
 

@@ -1,8 +1,7 @@
 """The local MiniLM as ONNX files, exported here from the verified safetensors weights, never downloaded.
 
 `verified_onnx_model` returns the bytes of a verified export for a runtime (`onnx` = float32,
-`onnx-int8` = dynamically quantised weights, `onnx-int8-blockwise` = 8-bit block-wise weights whose
-activations are quantised token by token; all onnxruntime's fused BERT graph, checked against
+`onnx-int8` = dynamically quantised weights; both onnxruntime's fused BERT graph, checked against
 torch's token embeddings when made). Exports live in the data dir beside a manifest that
 records the source weights' sha256, the exporter versions and the exported file's sha256; a file
 whose manifest is missing, names other weights or does not hash to what it records is exported
@@ -34,30 +33,16 @@ OPSET = 17
 # How each file is made; a manifest that names another recipe (an older export or quantisation) is exported
 # again. float32: traced with eager attention, then onnxruntime's transformer fusions (Attention, LayerNorm,
 # GELU, skip-LayerNorm); int8: that fused graph, its MatMuls quantised per channel.
-# int8-blockwise: that fused graph, each MatMul's weights int8 in blocks along the reduced axis (symmetric, one
-# scale per block of BLOCKWISE_BLOCK_SIZE), run by MatMulNBits at accuracy level 4: the kernel quantises its input
-# row by row (a row is one token), so no scale spans two texts or a text's padding, and a text's vector is the
-# same alone or in any batch, with no calibration data to pin. Blocks of 32 (16 and 64 behave alike): with 128 or
-# 256, onnxruntime 1.32 runs a one-text batch through another kernel than a batch of several, and the two
-# disagree (by 0.04 in token embeddings, docs/benchmarks.md, session 14).
-BLOCKWISE_BLOCK_SIZE = 32
-BLOCKWISE_ACCURACY_LEVEL = 4  # int8 activations; 0 computes in float32 from the int8 weights (no faster than float32)
 RECIPES = {
     "onnx": "torchscript-opset17-eager-attention+ort-bert-fusion",
     "onnx-int8": "fused+dynamic-qint8-matmul-per-channel",
-    "onnx-int8-blockwise": (
-        f"fused+matmulnbits-int8-symmetric-block{BLOCKWISE_BLOCK_SIZE}-accuracy{BLOCKWISE_ACCURACY_LEVEL}"
-    ),
 }
 # The fused graph must compute the traced encoder's token embeddings: a per-token cosine to torch's last
 # hidden state below this (over real, unpadded positions of a padded batch) fails the export.
 FUSION_MIN_TOKEN_COSINE = 0.99999
 MINILM_HEADS = 12
 MINILM_HIDDEN = 384
-FILE_NAMES = {"onnx": "model.onnx", "onnx-int8": "model-int8.onnx", "onnx-int8-blockwise": "model-int8-blockwise.onnx"}
-# The fused graph's matrix products with a constant weight: per layer attention output, feed-forward in and out
-# (the query/key/value product is inside the fused Attention and stays float32).
-FUSED_WEIGHT_MATMULS = 18
+FILE_NAMES = {"onnx": "model.onnx", "onnx-int8": "model-int8.onnx"}
 INPUT_NAMES = ["input_ids", "attention_mask", "token_type_ids"]
 OUTPUT_NAME = "token_embeddings"
 # A first export imports torch and traces the model: ~30 s on an idle 2-core machine, more under load.
@@ -340,63 +325,6 @@ def _quantize_int8(source: Path, target: Path) -> dict[str, str]:
     return {"onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__}
 
 
-def _quantize_blockwise(source: Path, target: Path) -> dict[str, str]:
-    """Each MatMul with a constant 2-D weight becomes a MatMulNBits with 8-bit symmetric block-wise weights, made
-    by onnxruntime's own quantisation kernel (its Python wrapper, MatMulNBitsQuantizer, needs onnx_ir, which kbbot
-    does not ship; this is the node it writes for bits=8, symmetric: no zero points)."""
-    import numpy as np
-    import onnx
-    import onnxruntime
-    from onnx import numpy_helper
-    from onnxruntime.capi._pybind_state import quantize_matmul_8bits
-
-    model = onnx.load(str(source))
-    graph = model.graph
-    weights = {tensor.name: tensor for tensor in graph.initializer}
-    nodes = []
-    quantised: set[str] = set()
-    block = BLOCKWISE_BLOCK_SIZE
-    for node in graph.node:
-        weight = weights.get(node.input[1]) if node.op_type == "MatMul" else None
-        if weight is None or len(weight.dims) != 2:
-            nodes.append(node)
-            continue
-        matrix = numpy_helper.to_array(weight).astype(np.float32)
-        rows, cols = matrix.shape
-        blocks = -(-rows // block)
-        padded = np.ascontiguousarray(np.pad(matrix, ((0, blocks * block - rows), (0, 0))))
-        packed = np.zeros((cols, blocks, block), dtype=np.uint8)
-        scales = np.zeros((cols, blocks), dtype=np.float32)
-        unused_zero_points = np.zeros((cols, blocks), dtype=np.uint8)
-        quantize_matmul_8bits(packed, padded, scales, unused_zero_points, block, cols, rows, True)
-        names = (f"{weight.name}_int8_blocks", f"{weight.name}_block_scales")
-        graph.initializer.extend(numpy_helper.from_array(a, n) for a, n in zip((packed, scales), names, strict=True))
-        nodes.append(
-            onnx.helper.make_node(
-                "MatMulNBits",
-                [node.input[0], *names],
-                list(node.output),
-                name=f"{node.name}_int8_blockwise",
-                domain="com.microsoft",
-                K=rows,
-                N=cols,
-                bits=8,
-                block_size=block,
-                accuracy_level=BLOCKWISE_ACCURACY_LEVEL,
-            )
-        )
-        quantised.add(weight.name)
-    if len(quantised) != FUSED_WEIGHT_MATMULS:
-        raise RuntimeError(f"expected {FUSED_WEIGHT_MATMULS} MatMuls with constant weights, quantised {len(quantised)}")
-    kept = [tensor for tensor in graph.initializer if tensor.name not in quantised]
-    del graph.node[:]
-    graph.node.extend(nodes)
-    del graph.initializer[:]
-    graph.initializer.extend(kept)
-    onnx.save(model, str(target))
-    return {"onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__}
-
-
 def export(model_dir: Path, export_dir: Path, source_sha256: str, runtime: str) -> None:
     """Export (and for int8 quantise) into `export_dir`; the float32 file is reused when it verifies."""
     import warnings
@@ -412,13 +340,12 @@ def export(model_dir: Path, export_dir: Path, source_sha256: str, runtime: str) 
             versions, checks = _export_float32(model_dir, Path(work), fused)
             base = fused.read_bytes()
             _publish(float32, base, source_sha256, versions, "onnx", checks)
-        quantisers = {"onnx-int8": _quantize_int8, "onnx-int8-blockwise": _quantize_blockwise}
-        if runtime in quantisers:
+        if runtime == "onnx-int8":
             source = Path(work) / "float32.onnx"
             source.write_bytes(base)  # the verified bytes, not whatever the path holds now
             quantised = Path(work) / "int8.onnx"
-            versions |= quantisers[runtime](source, quantised)
-            _publish(export_dir / FILE_NAMES[runtime], quantised.read_bytes(), source_sha256, versions, runtime)
+            versions |= _quantize_int8(source, quantised)
+            _publish(export_dir / FILE_NAMES["onnx-int8"], quantised.read_bytes(), source_sha256, versions, runtime)
 
 
 def main(argv: list[str] | None = None) -> int:

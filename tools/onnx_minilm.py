@@ -32,8 +32,7 @@ from tools.span_pooling import pool_spans
 # (its vectors are the same bits at any batch size). int8: one text per run, because dynamic quantisation scales
 # each MatMul's activations by one factor per tensor, i.e. over the whole batch, so in a batch a text's vector
 # would depend on which other texts (and how much padding) share it; alone, the scale is its own text's.
-# int8-blockwise: batched as float32, since its kernels quantise activations token by token (tools/onnx_export.py).
-BATCH_SIZES = {"onnx": 64, "onnx-int8": 1, "onnx-int8-blockwise": 64}
+BATCH_SIZES = {"onnx": 64, "onnx-int8": 1}
 # Part of int8's vector source: its vectors depend on how texts are run as well as on the recipe.
 INT8_ENCODING = "one-text-per-run"
 
@@ -86,8 +85,7 @@ def _run_in_order(session, batches: Sequence[Sequence[int]], encodings, streams:
 
 
 class OnnxMiniLM:
-    """The Embedder protocol for MiniLM on ONNX Runtime (`runtime` "onnx" = float32, "onnx-int8" = dynamic int8,
-    "onnx-int8-blockwise" = block-wise int8 weights, activations quantised per token)."""
+    """The Embedder protocol for MiniLM on ONNX Runtime (`runtime` "onnx" = float32, "onnx-int8" = int8 weights)."""
 
     dimension = LocalMiniLM.dimension
     max_tokens = MINILM_MAX_TOKENS
@@ -111,14 +109,12 @@ class OnnxMiniLM:
         self.runtime = runtime
         self.model_name = model_name
         self._batch_size = BATCH_SIZES[runtime]
-        # What computed the vectors, for caches: int8's vectors move with its recipe, dynamic int8's also with how
-        # texts are run (block-wise int8's do not), float32's with neither (the fused and unfused graphs agree to
-        # the 7th decimal, docs/benchmarks.md), so only int8's keys name them.
+        # What computed the vectors, for caches: int8's vectors move with its recipe and with how texts are run,
+        # float32's do not (the fused and unfused graphs agree to the 7th decimal, docs/benchmarks.md), so only
+        # int8's key names them.
         self.vector_source = f"{LocalMiniLM.model_name}@{runtime}"
         if runtime != "onnx":
-            self.vector_source += f"#{RECIPES[runtime]}"
-        if runtime == "onnx-int8":
-            self.vector_source += f"#{INT8_ENCODING}"
+            self.vector_source += f"#{RECIPES[runtime]}#{INT8_ENCODING}"
         self._ort = onnxruntime
         # One tokenizer that truncates as the model does, one that counts every token of a text.
         self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
