@@ -23,6 +23,7 @@ run one intra-op thread and torch one thread; run the script pinned to one core 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -356,7 +357,8 @@ def main() -> int:
         models: dict[str, bytes] = {"float32": float32_bytes}
         for name in names:
             begun = time.perf_counter()
-            path = build(name, work, source, typed, calibration_feeds)
+            with contextlib.redirect_stdout(sys.stderr):  # the calibrator prints its progress to stdout
+                path = build(name, work, source, typed, calibration_feeds)
             result["build_s"][name] = round(time.perf_counter() - begun, 1)
             models[name] = path.read_bytes()
             if args.keep:
