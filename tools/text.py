@@ -911,7 +911,8 @@ def term_value(term: str) -> float | None:
 
 # A Chinese numeral ("两", "十五", "五千", "一万", "百分之五十"): read only where it is a number, not a piece of a word.
 # Written with a place (十百千万) it is one ("十五天", "超过五千"); a lone digit only before a measure word ("三天",
-# "两次"); never after a character it makes a word with ("统一", "唯一", "万一", "之一", "第三", "周三"), nor before
+# "两次"); never after a character it makes a word with ("统一", "唯一", "万一", "之一", "第三", a weekday "周三",
+# "星期三" — but "每周两天", "假期三天" count), nor before
 # one ("一些", "一般", "一律", "一等座", "三月" the month, "一、" a section's number, "十分" very, "三分之一" a third).
 # A bare 一 ("一天", "一次") is "a day", "once", as the English "a" and "one" are no number alone; 一 with a place
 # is ("一万", "一百").
@@ -920,7 +921,8 @@ _CJK_PLACES = {"十": 10, "百": 100, "千": 1_000}
 _CJK_MYRIADS = {"万": 10_000, "亿": 100_000_000}
 _CJK_MEASURES = "天日周年个次位名人张晚元块倍岁小分秒件份项条本台家道"
 _CJK_NUMERAL = re.compile(
-    r"(?<![统唯万之第周同单初星期拜])(百分之)?([零〇一二两三四五六七八九十百千万亿]+)"
+    r"(?<![统唯万之第同单初])(?<!星期)(?<!礼拜)(?<!周(?=[一二三四五六](?![十百千万亿天次个小])))(百分之)?"
+    r"([零〇一二两三四五六七八九十百千万亿]+)"
     r"(?![些般律起切直定旦致共样边方面等月、])(?!分(?!钟))"
 )
 

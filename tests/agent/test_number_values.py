@@ -108,6 +108,8 @@ def test_a_chinese_numeral_inside_a_word_is_no_number() -> None:
         "一等座",
         "第三",
         "周三",
+        "星期五",
+        "礼拜一",
         "三月",
         "一、报销",
     ]
@@ -116,6 +118,9 @@ def test_a_chinese_numeral_inside_a_word_is_no_number() -> None:
     # a bare 一 before a measure word is "a day", "once", as the English "a day" and "one" are no number
     assert number_terms("一天") == number_terms("一次") == set()
     assert number_terms("三五天") == set(), "three to five days is no one number"
+    # after a word ending in 周 or 期 that is no weekday, the numeral counts
+    assert number_terms("假期三天") == number_terms("每周三天") == {"#3", "#3d"}
+    assert number_terms("每周两天在家办公") == {"#2", "#2d"}
     assert named_numbers("请假超过三天要谁批") == [], "a Chinese numeral is no name the documents must write"
 
 
