@@ -21,6 +21,7 @@ score was fitted on company dev among others, so dev's frontier is optimistic an
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -36,10 +37,10 @@ RULES_ANSWER, RULES_REFUSE = "rules: answer; ", "rules: refuse; "
 OOK_GOALS = (0.8, 0.9, 0.95, 0.97)
 
 
-def forced_answers(split: str, dump: Path) -> list[dict]:
+@contextlib.contextmanager
+def refusals_off():
+    """Every offline grading verdict with evidence made "sufficient", the rules' own decision kept in its reason."""
     from bot.agent import grading
-    from bot.eval.company import eval_company
-    from bot.eval.workspace import EvalWorkspace
 
     grade = grading.grade_offline
 
@@ -52,9 +53,17 @@ def forced_answers(split: str, dump: Path) -> list[dict]:
 
     grading.grade_offline = always_sufficient  # the engine reads it from the module at each grading step
     try:
-        eval_company(EvalWorkspace(progress=False), split=split, dump=dump)
+        yield
     finally:
         grading.grade_offline = grade
+
+
+def forced_answers(split: str, dump: Path) -> list[dict]:
+    from bot.eval.company import eval_company
+    from bot.eval.workspace import EvalWorkspace
+
+    with refusals_off():
+        eval_company(EvalWorkspace(progress=False), split=split, dump=dump)
     return [json.loads(line) for line in dump.open(encoding="utf-8")]
 
 

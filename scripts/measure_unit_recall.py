@@ -22,7 +22,7 @@ where that margin separates the cases whose fact lies past the cut from those it
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import contextlib
 import json
 import os
 import re
@@ -33,6 +33,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from measure_refusal_frontier import refusals_off  # noqa: E402 - the sibling script (its folder is on the path)
+
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
@@ -44,12 +47,6 @@ def observed_run(split: str, dump: Path, forced: bool = False) -> list[dict]:
     from bot.eval.workspace import EvalWorkspace
 
     current: dict = {}
-    grade_offline = grading.grade_offline
-
-    def always_sufficient(query, evidence, *args, **kwargs):
-        verdict = grade_offline(query, evidence, *args, **kwargs)
-        return dataclasses.replace(verdict, sufficient=True) if evidence else verdict
-
     grade, write_answer, ask = AnswerEngine.grade, AnswerEngine.write_answer, company.ask
 
     def observed_grade(self, query, evidence, kbs, llm, asked=""):
@@ -95,13 +92,11 @@ def observed_run(split: str, dump: Path, forced: bool = False) -> list[dict]:
         return reply
 
     AnswerEngine.grade, AnswerEngine.write_answer, company.ask = observed_grade, observed_write, observed_ask
-    if forced:
-        grading.grade_offline = always_sufficient  # the engine reads it from the module at each grading step
     try:
-        company.eval_company(EvalWorkspace(progress=False), split=split, dump=dump)
+        with refusals_off() if forced else contextlib.nullcontext():
+            company.eval_company(EvalWorkspace(progress=False), split=split, dump=dump)
     finally:
         AnswerEngine.grade, AnswerEngine.write_answer, company.ask = grade, write_answer, ask
-        grading.grade_offline = grade_offline
     rows = [json.loads(line) for line in dump.open(encoding="utf-8")]
     asked = iter(records)
     for row in rows:  # a case asks its history's user turns first, then its question

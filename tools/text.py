@@ -980,18 +980,14 @@ _DURATION = re.compile(
     r"[\s-]?(weeks?|wks?|days?|years?|yrs?|months?|mos?|hours?|hrs?|minutes?|mins?)\b|\s?(周(?!岁)|个?星期|天|小时|分钟|个月)",
     re.I,
 )
-_DURATION_UNITS = {
-    "week": (7, "d"),
-    "wk": (7, "d"),
-    "day": (1, "d"),
-    "周": (7, "d"),
-    "星期": (7, "d"),
-    "个星期": (7, "d"),
-    "天": (1, "d"),
+_DURATION_UNITS = {  # unit -> (its size in the smaller unit, the smaller unit's mark)
+    **dict.fromkeys(("week", "wk", "周", "星期", "个星期"), (7, "d")),
+    **dict.fromkeys(("day", "天"), (1, "d")),
+    **dict.fromkeys(("year", "yr"), (12, "mo")),
+    **dict.fromkeys(("month", "mo", "个月"), (1, "mo")),
+    **dict.fromkeys(("hour", "hr", "小时"), (60, "min")),
+    **dict.fromkeys(("minute", "min", "分钟"), (1, "min")),
 }
-_DURATION_UNITS |= {"year": (12, "mo"), "yr": (12, "mo"), "month": (1, "mo"), "mo": (1, "mo"), "个月": (1, "mo")}
-_DURATION_UNITS |= {"hour": (60, "min"), "hr": (60, "min"), "minute": (1, "min"), "min": (1, "min")}
-_DURATION_UNITS |= {"小时": (60, "min"), "分钟": (1, "min")}
 
 
 def _duration(text: str, end: int, value: float) -> tuple[str, bool] | None:
