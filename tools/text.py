@@ -1015,11 +1015,14 @@ def _with_duration(found: list[tuple[int, int, str]], text: str, start: int, end
     found.append((start, end, term))
 
 
-def number_spans(text: str) -> list[tuple[int, int, str]]:
+# Coverage, the value terms and the asked amounts all read the numbers of the same chunk texts and questions,
+# question after question; a pure function of the text, so a republished chunk is read anew.
+@lru_cache(maxsize=8192)
+def number_spans(text: str) -> tuple[tuple[int, int, str], ...]:
     """Each number `text` writes, in digits, in words or in Chinese numerals: (start, end, its value term); a
     duration also by its value in the smaller unit (`_DURATION`)."""
     found: list[tuple[int, int, str]] = []
-    for start, end, value in _cjk_numbers(text):
+    for start, end, value in _cjk_numbers(text) if has_cjk(text) else ():
         _with_duration(found, text, start, end, value)
     for m in _NUMERAL.finditer(text):
         value = float(m.group(1).replace(",", "") + (m.group(2) or ""))
@@ -1032,7 +1035,7 @@ def number_spans(text: str) -> list[tuple[int, int, str]]:
         value = _worded_value(m)
         if value is not None:
             _with_duration(found, text, m.start(), m.end(), value)
-    return sorted(found)
+    return tuple(sorted(found))
 
 
 def _worded_value(m: re.Match[str]) -> int | None:

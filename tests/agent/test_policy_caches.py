@@ -10,7 +10,7 @@ import pytest
 from bot.agent import answering, grading
 from tools.search import Evidence
 from tools.store import StoredChunk
-from tools.text import content_terms, joined_terms, keyword_terms, text_terms
+from tools.text import content_terms, joined_terms, keyword_terms, number_spans, text_terms
 
 CHUNK_ID = "kb/parking.md@v1#0"  # the same id for both versions: the cache must not key on it alone
 BEFORE = "Parking permits cost 40 euros a month. Apply at the front desk before the first of the month."
@@ -37,6 +37,7 @@ def fresh(measure):
         answering._phrases,
         answering._bodies_of,
         answering._reads_as_syntax,
+        number_spans,
     ):
         cache.cache_clear()
     return measure()
@@ -96,6 +97,7 @@ def test_a_republished_chunk_is_answered_from_its_new_text() -> None:
         answering._bodies_of,
         answering._reads_as_syntax,
         text_terms,
+        number_spans,
     ],
     ids=lambda c: c.__name__,
 )
