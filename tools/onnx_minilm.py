@@ -32,7 +32,7 @@ from tools.span_pooling import pool_spans
 # (its vectors are the same bits at any batch size). int8: one text per run, because dynamic quantisation scales
 # each MatMul's activations by one factor per tensor, i.e. over the whole batch, so in a batch a text's vector
 # would depend on which other texts (and how much padding) share it; alone, the scale is its own text's.
-BATCH_SIZES = {"onnx": 64, "onnx-int8": 1}
+BATCH_SIZES = {"onnx": 64, "onnx-int8": 1, "openvino": 64}
 # Part of int8's vector source: its vectors depend on how texts are run as well as on the recipe.
 INT8_ENCODING = "one-text-per-run"
 
@@ -85,7 +85,8 @@ def _run_in_order(session, batches: Sequence[Sequence[int]], encodings, streams:
 
 
 class OnnxMiniLM:
-    """The Embedder protocol for MiniLM on ONNX Runtime (`runtime` "onnx" = float32, "onnx-int8" = int8 weights)."""
+    """The Embedder protocol for MiniLM on ONNX Runtime (`runtime` "onnx" = float32, "onnx-int8" = int8 weights);
+    tools.openvino_minilm runs the same float32 export on OpenVINO."""
 
     dimension = LocalMiniLM.dimension
     max_tokens = MINILM_MAX_TOKENS
@@ -98,12 +99,11 @@ class OnnxMiniLM:
         expected_sha256: str = MINILM_SHA256,
         model_name: str = LocalMiniLM.model_name,
     ):
-        import onnxruntime
         from tokenizers import Tokenizer
 
         model_dir = verified_model_dir(model_dir, expected_sha256)
         try:
-            self._model_bytes = verified_onnx_model(cache_dir, model_dir, expected_sha256, runtime)
+            self._model_bytes = verified_onnx_model(cache_dir, model_dir, expected_sha256, self.export_of(runtime))
         except OnnxExportError as exc:
             raise EmbeddingError(str(exc)) from exc
         self.runtime = runtime
@@ -113,9 +113,8 @@ class OnnxMiniLM:
         # float32's do not (the fused and unfused graphs agree to the 7th decimal, docs/benchmarks.md), so only
         # int8's key names them.
         self.vector_source = f"{LocalMiniLM.model_name}@{runtime}"
-        if runtime != "onnx":
+        if runtime == "onnx-int8":
             self.vector_source += f"#{RECIPES[runtime]}#{INT8_ENCODING}"
-        self._ort = onnxruntime
         # One tokenizer that truncates as the model does, one that counts every token of a text.
         self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self._tokenizer.no_padding()  # tokenizer.json pads to 128; batches are padded here to their longest
@@ -126,20 +125,34 @@ class OnnxMiniLM:
         self._sessions: dict[int, object] = {}
         self._sessions_lock = threading.Lock()
 
+    @staticmethod
+    def export_of(runtime: str) -> str:
+        """Which verified export (tools.onnx_export) the runtime runs."""
+        return runtime
+
     def _session(self, threads: int):
-        """One inference session per intra-op thread count, made on first use (run() is thread-safe)."""
+        """One inference session per intra-op thread count, made on first use (its run() is thread-safe)."""
         with self._sessions_lock:
             if threads not in self._sessions:
-                self._sessions[threads] = self._ort.InferenceSession(
-                    self._model_bytes, sess_options=self._session_options(threads), providers=["CPUExecutionProvider"]
-                )
+                self._sessions[threads] = self._new_session(threads)
             return self._sessions[threads]
+
+    def _new_session(self, threads: int):
+        return self._ort.InferenceSession(
+            self._model_bytes, sess_options=self._session_options(threads), providers=["CPUExecutionProvider"]
+        )
 
     def _session_options(self, threads: int):
         options = self._ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         return options
+
+    @property
+    def _ort(self):
+        import onnxruntime
+
+        return onnxruntime
 
     def _encode(
         self,
