@@ -160,8 +160,10 @@ class OnnxMiniLM:
         threads: int,
         unit_spans: Sequence[Sequence[tuple[int, int]]] | None = None,
         show_progress: bool = False,
+        session=None,
     ) -> tuple[np.ndarray, list[np.ndarray]]:
-        """Each text's vector (rows in `texts` order) and, when spans are given, its span vectors.
+        """Each text's vector (rows in `texts` order) and, when spans are given, its span vectors (by `session`
+        when given, else by the runtime's session for `threads`).
 
         Spans are pooled batch by batch, so only one batch's token embeddings are ever held."""
         stripped = [t.strip() for t in texts]
@@ -174,7 +176,7 @@ class OnnxMiniLM:
         streams = _streams(threads, self._batch_size, len(batches))
         # A one-text forward pass keeps a second intra-op thread mostly waiting; two passes side by side, each on
         # a one-thread session, do not.
-        session = self._session(1 if streams > 1 else threads)
+        session = session or self._session(1 if streams > 1 else threads)
         results = _run_in_order(session, batches, encodings, streams)
         if show_progress:
             from tqdm import tqdm

@@ -1,5 +1,6 @@
 """all-MiniLM-L6-v2 on OpenVINO's CPU plugin: the ONNX runtime's verified float32 export, computed in bfloat16
-where the CPU has bfloat16 arithmetic (AVX-512 BF16, AMX), else in float32.
+where the CPU has bfloat16 arithmetic (AVX-512 BF16, AMX), else in float32. That is the documents' (ingest's)
+encode; queries stay on ONNX Runtime in float32 (see encode_queries).
 
 Tokenising, batching, pooling and the span vectors are tools.onnx_minilm's; only the forward pass differs.
 bfloat16 moves the vectors by about 1e-5 in cosine (docs/benchmarks.md, "Session 17, OpenVINO"): they are
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -65,10 +66,21 @@ class OpenVinoMiniLM(OnnxMiniLM):
         capabilities = self._core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
         self.precision = "bf16" if "BF16" in capabilities else "f32"
         self.vector_source = f"{LocalMiniLM.model_name}@{RUNTIME}-{self.precision}"
+        self._query_session = None
 
     @staticmethod
     def export_of(runtime: str) -> str:
         return "onnx"
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        # Queries stay float32, on ONNX Runtime's one-thread session: a bfloat16 vector moves a little with its
+        # batch mates' padding, and concurrent questions' queries are encoded as one batch, so a question would
+        # not always get the same vector (nor, at a threshold, the same answer). float32's are the same bits in
+        # any batch, and a query is too short for bfloat16 to save anything.
+        with self._sessions_lock:
+            if self._query_session is None:
+                self._query_session = OnnxMiniLM._new_session(self, 1)
+        return self._encode(texts, threads=1, session=self._query_session)[0]
 
     def _new_session(self, threads: int) -> _InferSession:
         compiled = self._core.compile_model(
