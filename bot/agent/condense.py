@@ -265,6 +265,22 @@ def refers_back(question: str, history: Sequence[Turn]) -> bool:
     return False
 
 
+# A question of its own that names this little leans on the thread for what it is about: "how early do i have to
+# apply?" after a question about the sabbatical, "is a postmortem required?" after one about SEV1.
+MAX_LEANING_WORDS = 2
+# "i'm", "we're": the asker, not a thing asked about.
+_PERSON_CONTRACTION = re.compile(r"^(?:i|we|you|they|he|she)['’]\w+$")
+
+
+def leans_on_thread(question: str) -> bool:
+    """Whether an English question names too little to stand alone — at most MAX_LEANING_WORDS words that are
+    neither modal ("need", "required") nor the asker ("i'm") — and no name of its own."""
+    if has_cjk(question) or switches_topic(question) or main_subject(question):
+        return False
+    own = [w for w in content_words(question) if w not in _MODALS and not _PERSON_CONTRACTION.match(w)]
+    return len(own) <= MAX_LEANING_WORDS
+
+
 def is_follow_up(question: str) -> bool:
     if switches_topic(question):
         return False
@@ -329,12 +345,20 @@ def condense_offline(
     # band), the noun is the subject's, and the previous question's words would not say which.
     unnamed = user_turns and not (main_subject(user_turns[-1]) or main_subject(user_turns[0]))
     points_back = bool(unnamed) and not has_cjk(question) and refers_back(question, history)
-    if not user_turns or not (is_follow_up(question) or points_back):
+    leaning = bool(user_turns) and leans_on_thread(question)
+    if not user_turns or not (is_follow_up(question) or points_back or leaning):
         return question
     if not is_follow_up(question):
-        # A question of its own that points back ("how early do I have to file the form?"): it is asked as it is,
-        # with the words of the thread's question to place it; none of its own words is swapped.
-        said = _previous_standalone(history, similarity)
+        # A question of its own that points back ("how early do I have to file the form?") or names too little to
+        # stand alone: it is asked as it is, with the words of the thread's question to place it; none of its own
+        # words is swapped. Those words are all of what the thread's question was about, its own carried words too
+        # ("and who gets notified? (sev1 response time)").
+        said = _previous_standalone(history, similarity, with_carried=leaning)
+        # In a thread about a name ("Ashley Parker Angel: solo career"), "what was the name of an album?" is about
+        # that name, not about the words of the question before.
+        named = (main_subject(user_turns[-1]) or main_subject(user_turns[0])) if leaning else None
+        if named and named.lower() not in question.lower():
+            return f"{question.rstrip('?').strip()} ({named})"
         carried = [w for w in content_words(said) if w not in question.lower() and not _AMOUNT.match(w)]
         return f"{question.rstrip('?').strip()} ({' '.join(carried)})" if carried else question
     # "and everywhere else?" after "and in berlin?" after "what's the hotel cap in london?": in a thread of
@@ -811,11 +835,12 @@ _THE_REST = re.compile(
 )
 
 
-def _previous_standalone(history: Sequence[Turn], similarity: Callable | None) -> str:
+def _previous_standalone(history: Sequence[Turn], similarity: Callable | None, with_carried: bool = False) -> str:
     """The latest user turn; condensed against the turns before it when it was an ellipsis itself ("and in
     berlin?", "and Q2?"): a thread of ellipses, each completed by the one before, whatever the new message's shape
     ("by when do we have to take it?" after "and secondary?"). A turn with a pronoun stays as asked: its own words
-    place the thread better than a rewrite of a rewrite."""
+    place the thread better than a rewrite of a rewrite. `with_carried`: an ellipsis completed with carried words
+    ("who gets notified (sev1 response time)") is returned so, for a question that only takes the thread's words."""
     last = max(i for i, t in enumerate(history) if t.role == "user" and t.text.strip())
     text = history[last].text
     if has_cjk(text) or not (_CONNECTIVE.match(text) or compares(text)) or pronouns_in(text):
@@ -823,7 +848,7 @@ def _previous_standalone(history: Sequence[Turn], similarity: Callable | None) -
     completed = condense_offline(text, history[:last], similarity)
     # Only a question completed as a question ("what's the hotel cap in berlin?"); terms carried in brackets
     # ("for contractors (company match 401k)") are a search hint, and would be carried on into every later turn.
-    return text if completed.rstrip("?？ ").endswith(")") else completed
+    return text if completed.rstrip("?？ ").endswith(")") and not with_carried else completed
 
 
 def _renumbered(core: str, previous: str) -> str | None:

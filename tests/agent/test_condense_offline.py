@@ -313,3 +313,40 @@ def test_a_new_question_in_a_thread_is_not_glued_to_the_old_one() -> None:
 def test_short_follow_ups_keep_the_threads_words(follow_up: str, previous: str, kept: list[str]) -> None:
     rewrite = condensed(follow_up, previous)
     assert all(word in rewrite for word in kept), rewrite
+
+
+@pytest.mark.parametrize(
+    ("follow_up", "previous", "carried"),
+    [
+        # Questions of their own (a wh-word, no pronoun, no connective) that name two things at most.
+        ("how early do i have to apply?", "how long of an unpaid sabbatical can i take?", ["unpaid", "sabbatical"]),
+        ("is a postmortem required?", "what's the sev1 response time?", ["sev1"]),
+        ("how long do we wait for a 2xx?", "how old can a webhook timestamp be?", ["webhook", "timestamp"]),
+        # The asker ("i'm") is not a thing asked about.
+        ("how do i know i'm on the last page?", "what's the max page size on list endpoints?", ["list", "endpoints"]),
+    ],
+)
+def test_a_question_that_names_too_little_to_stand_alone_takes_the_threads_words(
+    follow_up: str, previous: str, carried: list[str]
+) -> None:
+    rewrite = condensed(follow_up, previous)
+    assert rewrite.startswith(follow_up.rstrip("?"))  # asked as it is: none of its own words swapped
+    assert all(word in rewrite for word in carried), rewrite
+
+
+def test_a_leaning_question_in_a_named_thread_takes_the_name() -> None:
+    assert condensed("What was the name of an album?", "Ashley Parker Angel: Solo career") == (
+        "What was the name of an album (Ashley Parker Angel)"
+    )
+
+
+def test_a_leaning_question_after_an_ellipsis_takes_what_the_ellipsis_was_completed_with() -> None:
+    rewrite = condensed("is a postmortem required?", "what's the sev1 response time?", "and who gets notified?")
+    assert "sev1" in rewrite and "notified" in rewrite
+
+
+def test_a_question_that_names_enough_or_switches_topic_is_left_alone() -> None:
+    previous = "how much is the home office setup budget?"
+    assert condensed("when does a stop turn amber?", previous) == "when does a stop turn amber?"
+    assert condensed("who won the game last night?", previous) == "who won the game last night?"
+    assert condensed("btw, how long is probation?", previous) == "how long is probation?"
