@@ -686,11 +686,28 @@ _DO_THAT = re.compile(r"\bdo\s+(?:that|it|this|so)\b", re.I)
 _ACTION_ASKED = re.compile(r"^\s*(?:can|could|may|should|must|do|shall)\s+(?:i|we)\s+(?:just\s+)?(.+?)[\s?.!]*$", re.I)
 
 
+# "who has to ok it then?" after "can i downgrade an incident myself?", "do i need approval for that?" after "…can i
+# start late the next day?": a "that" or "it" ending the question is the object of what it asks, and after a question
+# whether something may be done, that is the doing, not the thing done to ("an incident").
+_ASKED_IF_MAY = re.compile(
+    # A yes/no question: the modal opens it, or follows its "if …" clause ("what can i spend it on?" asks a thing).
+    r"^\s*(?:(?:if|when)\b[^?]*?\s)?(?:can|could|may|shall)\s+(?P<who>i|we|[a-z]+(?:\s+[a-z]+)?)\s+(?:just\s+)?"
+    r"(?P<act>.+?)[\s?.!]*$",
+    re.I,
+)
+_ENDING_OBJECT = re.compile(r"\b(?:it|that|this)(?=(?:\s+(?:then|too|also|again|first|now))?\s*[?.!]*$)", re.I)
+_REFLEXIVE = re.compile(r"\s+\b(?:myself|ourselves|yourself|themselves)\b", re.I)
+
+
 def _resolve_action(core: str, previous: str) -> str | None:
     action = _ACTION_ASKED.match(previous)
-    if not action or not _DO_THAT.search(core):
+    if action and _DO_THAT.search(core):
+        return _DO_THAT.sub(action.group(1), core, count=1)
+    asked = _ASKED_IF_MAY.search(previous)
+    if not asked or not _ENDING_OBJECT.search(core):
         return None
-    return _DO_THAT.sub(action.group(1), core, count=1)
+    doing = asked["act"] if asked["who"].lower() in ("i", "we") else f"{asked['who']} {asked['act']}"
+    return _ENDING_OBJECT.sub(lambda _m: _REFLEXIVE.sub("", doing), core, count=1)
 
 
 # "no, I meant the EU one": the previous question, the name swapped.

@@ -350,3 +350,31 @@ def test_a_question_that_names_enough_or_switches_topic_is_left_alone() -> None:
     assert condensed("when does a stop turn amber?", previous) == "when does a stop turn amber?"
     assert condensed("who won the game last night?", previous) == "who won the game last night?"
     assert condensed("btw, how long is probation?", previous) == "how long is probation?"
+
+
+@pytest.mark.parametrize(
+    ("follow_up", "previous", "expected"),
+    [
+        ("who has to ok it then?", "can i downgrade an incident myself?", "who has to ok downgrade an incident then?"),
+        (
+            "do i need approval for that?",
+            "if i get paged at 3am can i start late the next day?",
+            "do i need approval for start late the next day?",
+        ),
+        (
+            "how does pathwise handle it?",
+            "can two drivers share a vehicle?",
+            "how does pathwise handle two drivers share a vehicle?",
+        ),
+    ],
+)
+def test_a_pronoun_ending_the_question_after_a_may_i_question_is_the_doing(
+    follow_up: str, previous: str, expected: str
+) -> None:
+    assert condensed(follow_up, previous) == expected
+
+
+def test_a_may_question_inside_a_wh_question_is_not_a_doing_asked_about() -> None:
+    # "what can i spend it on?" asks what; "it" in the next turn is still the thing (the stipend).
+    rewrite = condensed("how do i claim it?", "how much is the wellness stipend?", "what can i spend it on?")
+    assert "spend it on" not in rewrite
