@@ -412,6 +412,18 @@ def condense_offline(
     # still stands for the thread's thing, not for the name the answer gave.
     same_pronoun = set(pronouns_in(core)) & set(pronouns_in(user_turns[-1]))
     name = None if conditional or same_pronoun else answer_entity(previous, history)
+    kind = _which_kind(previous)
+    if name and kind:
+        # "which laptops can i pick?" is answered with several names: "they" is the laptops, and "it" none of them
+        # but the question's other thing ("how often does it sync?" after "which plans have the netsuite integration?").
+        plural_pronoun = _PLURAL_PRONOUN.search(core)
+        if plural_pronoun:
+            return core[: plural_pronoun.start()] + kind + core[plural_pronoun.end() :]
+        other = _determined_phrase(previous)
+        resolved = _resolve_thing(core, other) if other and not _plural(other) else None
+        if resolved:
+            return resolved
+        name = None
     resolved = _resolve_person(core, name, previous) if name else None
     if resolved:
         return resolved  # "when did they invest?" after "who led the series A?" → "Ridgeway Partners …"
@@ -666,6 +678,18 @@ def answer_entity(previous: str, history: Sequence[Turn]) -> str | None:
             continue
         return " ".join(words)
     return None
+
+
+_WHICH = re.compile(
+    r"^\s*which\s+((?:[\w'’-]+\s+)?[\w'’-]+?s)\s+(?:can|could|do|does|did|are|were|have|has|should|will)\b", re.I
+)
+_PLURAL_PRONOUN = re.compile(_AFTER_DETERMINER + r"\b(?:they|them)\b", re.I)
+
+
+def _which_kind(question: str) -> str | None:
+    """The plural kind a which-question asks to pick among ("laptops" of "which laptops can i pick?")."""
+    match = _WHICH.match(question)
+    return match.group(1) if match and _plural(match.group(1)) else None
 
 
 def _resolve_person(core: str, name: str, asked: str) -> str | None:

@@ -378,3 +378,24 @@ def test_a_may_question_inside_a_wh_question_is_not_a_doing_asked_about() -> Non
     # "what can i spend it on?" asks what; "it" in the next turn is still the thing (the stipend).
     rewrite = condensed("how do i claim it?", "how much is the wellness stipend?", "what can i spend it on?")
     assert "spend it on" not in rewrite
+
+
+def answered(question: str, previous: str, answer: str) -> str:
+    return condense_offline(question, [Turn("user", previous), Turn("assistant", answer)])
+
+
+def test_after_a_which_question_about_several_things_they_is_the_kind_and_it_the_other_thing() -> None:
+    laptops = "MacBook Pro 14-inch (M3 Pro, 36 GB memory), or [1] Lenovo ThinkPad X1 Carbon Gen 12. [1]"
+    assert answered("how often are they swapped out?", "which laptops can i pick?", laptops) == (
+        "how often are laptops swapped out?"
+    )
+    netsuite = "Install the SuiteApp Lumen Dispatch for NetSuite from the SuiteApp marketplace. [1]"
+    assert answered("how often does it sync?", "which plans have the netsuite integration?", netsuite) == (
+        "how often does the netsuite integration sync?"
+    )
+
+
+def test_after_a_which_question_about_one_thing_it_is_still_the_answers_name() -> None:
+    assert answered("how much is it?", "which plan has sso?", "Feature: SSO (SAML); Enterprise: Included [1]") == (
+        "how much is Enterprise?"
+    )
