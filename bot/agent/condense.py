@@ -504,8 +504,10 @@ def condense_offline(
             new_text = original.group(0) if original else new
             rewritten = re.sub(rf"\b{re.escape(old)}\b", lambda _m, t=new_text: t, rewritten, count=1, flags=re.I)
         return rewritten
-    # The previous question's values ("an expense claim of 10000") were its own; the thread's topic is its words.
-    carried = [w for w in carried if w not in replacements and not _AMOUNT.match(w)]
+    # The previous question's values ("an expense claim of 10000") were its own; the thread's topic is its words — all
+    # of them when the question asks its own ("above what amount?" replaces no "budget").
+    replaced = replacements if swappable else {}
+    carried = [w for w in carried if w not in replaced and not _AMOUNT.match(w)]
     if not carried:
         return core or question
     return f"{core.rstrip('?').strip()} ({' '.join(carried)})" if core else " ".join(carried)
@@ -530,9 +532,18 @@ def _stands_alone(core: str) -> bool:
     )
 
 
+# "above what amount?", "until when?", "on which plans?": a question word after its preposition opens the question.
+_LEADING_PREPOSITION = frozenset(
+    ["above", "below", "over", "under", "until", "till", "by", "for", "from", "in", "on", "at", "to", "with", "after"]
+    + ["before", "since", "per", "of"]
+)
+
+
 def _asks_own_question(core: str) -> bool:
-    """Whether `core` starts with a wh-word ("how do I …", "what's …"): a question of its own."""
+    """Whether `core` starts with a wh-word ("how do I …", "what's …", "above what amount?"): a question of its own."""
     words = raw_tokens(core)
+    if len(words) > 1 and words[0] in _LEADING_PREPOSITION:
+        words = words[1:]
     return bool(words) and words[0] in {"what", "how", "who", "whom", "when", "where", "why", "which"} | {
         w for w in _QUESTION_WORDS if "'" in w or w == "whats"
     }

@@ -399,3 +399,17 @@ def test_after_a_which_question_about_one_thing_it_is_still_the_answers_name() -
     assert answered("how much is it?", "which plan has sso?", "Feature: SSO (SAML); Enterprise: Included [1]") == (
         "how much is Enterprise?"
     )
+
+
+def close_words(a: list[str], b: list[str]):
+    """A similarity that finds every pair close, as word vectors find "amount" and "budget"."""
+    import numpy as np
+
+    return np.ones((len(a), len(b)))
+
+
+def test_a_question_word_after_its_preposition_asks_its_own_question_and_swaps_nothing() -> None:
+    rewrite = condense_offline(
+        "above what amount?", [Turn("user", "what if some spend isn't in the budget?")], close_words
+    )
+    assert rewrite.startswith("above what amount") and "budget" in rewrite, rewrite
