@@ -3,6 +3,7 @@ pronouns, "what if not", a condition added to the previous question."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from bot.agent.condense import (
@@ -401,10 +402,8 @@ def test_after_a_which_question_about_one_thing_it_is_still_the_answers_name() -
     )
 
 
-def close_words(a: list[str], b: list[str]):
+def close_words(a: list[str], b: list[str]) -> np.ndarray:
     """A similarity that finds every pair close, as word vectors find "amount" and "budget"."""
-    import numpy as np
-
     return np.ones((len(a), len(b)))
 
 
