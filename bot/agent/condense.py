@@ -265,22 +265,6 @@ def refers_back(question: str, history: Sequence[Turn]) -> bool:
     return False
 
 
-# A question of its own that names this little leans on the thread for what it is about: "how early do i have to
-# apply?" after a question about the sabbatical, "is a postmortem required?" after one about SEV1.
-MAX_LEANING_WORDS = 2
-# "i'm", "we're": the asker, not a thing asked about.
-_PERSON_CONTRACTION = re.compile(r"^(?:i|we|you|they|he|she)['’]\w+$")
-
-
-def leans_on_thread(question: str) -> bool:
-    """Whether an English question names too little to stand alone — at most MAX_LEANING_WORDS words that are
-    neither modal ("need", "required") nor the asker ("i'm") — and no name of its own."""
-    if has_cjk(question) or switches_topic(question) or main_subject(question):
-        return False
-    own = [w for w in content_words(question) if w not in _MODALS and not _PERSON_CONTRACTION.match(w)]
-    return len(own) <= MAX_LEANING_WORDS
-
-
 def is_follow_up(question: str) -> bool:
     if switches_topic(question):
         return False
@@ -345,20 +329,12 @@ def condense_offline(
     # band), the noun is the subject's, and the previous question's words would not say which.
     unnamed = user_turns and not (main_subject(user_turns[-1]) or main_subject(user_turns[0]))
     points_back = bool(unnamed) and not has_cjk(question) and refers_back(question, history)
-    leaning = bool(user_turns) and leans_on_thread(question)
-    if not user_turns or not (is_follow_up(question) or points_back or leaning):
+    if not user_turns or not (is_follow_up(question) or points_back):
         return question
     if not is_follow_up(question):
-        # A question of its own that points back ("how early do I have to file the form?") or names too little to
-        # stand alone: it is asked as it is, with the words of the thread's question to place it; none of its own
-        # words is swapped. Those words are all of what the thread's question was about, its own carried words too
-        # ("and who gets notified? (sev1 response time)").
-        said = _previous_standalone(history, similarity, with_carried=leaning)
-        # In a thread about a name ("Ashley Parker Angel: solo career"), "what was the name of an album?" is about
-        # that name, not about the words of the question before.
-        named = (main_subject(user_turns[-1]) or main_subject(user_turns[0])) if leaning else None
-        if named and named.lower() not in question.lower():
-            return f"{question.rstrip('?').strip()} ({named})"
+        # A question of its own that points back ("how early do I have to file the form?"): it is asked as it is,
+        # with the words of the thread's question to place it; none of its own words is swapped.
+        said = _previous_standalone(history, similarity)
         carried = [w for w in content_words(said) if w not in question.lower() and not _AMOUNT.match(w)]
         return f"{question.rstrip('?').strip()} ({' '.join(carried)})" if carried else question
     # "and everywhere else?" after "and in berlin?" after "what's the hotel cap in london?": in a thread of
@@ -412,18 +388,6 @@ def condense_offline(
     # still stands for the thread's thing, not for the name the answer gave.
     same_pronoun = set(pronouns_in(core)) & set(pronouns_in(user_turns[-1]))
     name = None if conditional or same_pronoun else answer_entity(previous, history)
-    kind = _which_kind(previous)
-    if name and kind:
-        # "which laptops can i pick?" is answered with several names: "they" is the laptops, and "it" none of them
-        # but the question's other thing ("how often does it sync?" after "which plans have the netsuite integration?").
-        plural_pronoun = _PLURAL_PRONOUN.search(core)
-        if plural_pronoun:
-            return core[: plural_pronoun.start()] + kind + core[plural_pronoun.end() :]
-        other = _determined_phrase(previous)
-        resolved = _resolve_thing(core, other) if other and not _plural(other) else None
-        if resolved:
-            return resolved
-        name = None
     resolved = _resolve_person(core, name, previous) if name else None
     if resolved:
         return resolved  # "when did they invest?" after "who led the series A?" → "Ridgeway Partners …"
@@ -504,10 +468,8 @@ def condense_offline(
             new_text = original.group(0) if original else new
             rewritten = re.sub(rf"\b{re.escape(old)}\b", lambda _m, t=new_text: t, rewritten, count=1, flags=re.I)
         return rewritten
-    # The previous question's values ("an expense claim of 10000") were its own; the thread's topic is its words — all
-    # of them when the question asks its own ("above what amount?" replaces no "budget").
-    replaced = replacements if swappable else {}
-    carried = [w for w in carried if w not in replaced and not _AMOUNT.match(w)]
+    # The previous question's values ("an expense claim of 10000") were its own; the thread's topic is its words.
+    carried = [w for w in carried if w not in replacements and not _AMOUNT.match(w)]
     if not carried:
         return core or question
     return f"{core.rstrip('?').strip()} ({' '.join(carried)})" if core else " ".join(carried)
@@ -532,18 +494,9 @@ def _stands_alone(core: str) -> bool:
     )
 
 
-# "above what amount?", "until when?", "on which plans?": a question word after its preposition opens the question.
-_LEADING_PREPOSITION = frozenset(
-    ["above", "below", "over", "under", "until", "till", "by", "for", "from", "in", "on", "at", "to", "with", "after"]
-    + ["before", "since", "per", "of"]
-)
-
-
 def _asks_own_question(core: str) -> bool:
-    """Whether `core` starts with a wh-word ("how do I …", "what's …", "above what amount?"): a question of its own."""
+    """Whether `core` starts with a wh-word ("how do I …", "what's …"): a question of its own."""
     words = raw_tokens(core)
-    if len(words) > 1 and words[0] in _LEADING_PREPOSITION:
-        words = words[1:]
     return bool(words) and words[0] in {"what", "how", "who", "whom", "when", "where", "why", "which"} | {
         w for w in _QUESTION_WORDS if "'" in w or w == "whats"
     }
@@ -691,18 +644,6 @@ def answer_entity(previous: str, history: Sequence[Turn]) -> str | None:
     return None
 
 
-_WHICH = re.compile(
-    r"^\s*which\s+((?:[\w'’-]+\s+)?[\w'’-]+?s)\s+(?:can|could|do|does|did|are|were|have|has|should|will)\b", re.I
-)
-_PLURAL_PRONOUN = re.compile(_AFTER_DETERMINER + r"\b(?:they|them)\b", re.I)
-
-
-def _which_kind(question: str) -> str | None:
-    """The plural kind a which-question asks to pick among ("laptops" of "which laptops can i pick?")."""
-    match = _WHICH.match(question)
-    return match.group(1) if match and _plural(match.group(1)) else None
-
-
 def _resolve_person(core: str, name: str, asked: str) -> str | None:
     """`core` with its first pronoun replaced by the name a who/which question was answered with (a person
     pronoun after "who", a thing's after "which")."""
@@ -721,28 +662,11 @@ _DO_THAT = re.compile(r"\bdo\s+(?:that|it|this|so)\b", re.I)
 _ACTION_ASKED = re.compile(r"^\s*(?:can|could|may|should|must|do|shall)\s+(?:i|we)\s+(?:just\s+)?(.+?)[\s?.!]*$", re.I)
 
 
-# "who has to ok it then?" after "can i downgrade an incident myself?", "do i need approval for that?" after "…can i
-# start late the next day?": a "that" or "it" ending the question is the object of what it asks, and after a question
-# whether something may be done, that is the doing, not the thing done to ("an incident").
-_ASKED_IF_MAY = re.compile(
-    # A yes/no question: the modal opens it, or follows its "if …" clause ("what can i spend it on?" asks a thing).
-    r"^\s*(?:(?:if|when)\b[^?]*?\s)?(?:can|could|may|shall)\s+(?P<who>i|we|[a-z]+(?:\s+[a-z]+)?)\s+(?:just\s+)?"
-    r"(?P<act>.+?)[\s?.!]*$",
-    re.I,
-)
-_ENDING_OBJECT = re.compile(r"\b(?:it|that|this)(?=(?:\s+(?:then|too|also|again|first|now))?\s*[?.!]*$)", re.I)
-_REFLEXIVE = re.compile(r"\s+\b(?:myself|ourselves|yourself|themselves)\b", re.I)
-
-
 def _resolve_action(core: str, previous: str) -> str | None:
     action = _ACTION_ASKED.match(previous)
-    if action and _DO_THAT.search(core):
-        return _DO_THAT.sub(action.group(1), core, count=1)
-    asked = _ASKED_IF_MAY.search(previous)
-    if not asked or not _ENDING_OBJECT.search(core):
+    if not action or not _DO_THAT.search(core):
         return None
-    doing = asked["act"] if asked["who"].lower() in ("i", "we") else f"{asked['who']} {asked['act']}"
-    return _ENDING_OBJECT.sub(lambda _m: _REFLEXIVE.sub("", doing), core, count=1)
+    return _DO_THAT.sub(action.group(1), core, count=1)
 
 
 # "no, I meant the EU one": the previous question, the name swapped.
@@ -887,12 +811,11 @@ _THE_REST = re.compile(
 )
 
 
-def _previous_standalone(history: Sequence[Turn], similarity: Callable | None, with_carried: bool = False) -> str:
+def _previous_standalone(history: Sequence[Turn], similarity: Callable | None) -> str:
     """The latest user turn; condensed against the turns before it when it was an ellipsis itself ("and in
     berlin?", "and Q2?"): a thread of ellipses, each completed by the one before, whatever the new message's shape
     ("by when do we have to take it?" after "and secondary?"). A turn with a pronoun stays as asked: its own words
-    place the thread better than a rewrite of a rewrite. `with_carried`: an ellipsis completed with carried words
-    ("who gets notified (sev1 response time)") is returned so, for a question that only takes the thread's words."""
+    place the thread better than a rewrite of a rewrite."""
     last = max(i for i, t in enumerate(history) if t.role == "user" and t.text.strip())
     text = history[last].text
     if has_cjk(text) or not (_CONNECTIVE.match(text) or compares(text)) or pronouns_in(text):
@@ -900,7 +823,7 @@ def _previous_standalone(history: Sequence[Turn], similarity: Callable | None, w
     completed = condense_offline(text, history[:last], similarity)
     # Only a question completed as a question ("what's the hotel cap in berlin?"); terms carried in brackets
     # ("for contractors (company match 401k)") are a search hint, and would be carried on into every later turn.
-    return text if completed.rstrip("?？ ").endswith(")") and not with_carried else completed
+    return text if completed.rstrip("?？ ").endswith(")") else completed
 
 
 def _renumbered(core: str, previous: str) -> str | None:
