@@ -25,7 +25,7 @@ class ToolSettings:
     embedding_backend: Literal["local", "openai"] = "local"
     # How the local MiniLM runs: PyTorch via sentence-transformers, or ONNX Runtime / OpenVINO on a locally exported
     # copy.
-    local_runtime: LocalRuntime = "onnx"
+    local_runtime: LocalRuntime = "openvino"
     # Where the ONNX exports of the local model are kept; None = the data dir's models/.
     model_cache_dir: Path | None = None
     openai_embedding_model: str = "text-embedding-3-small"

@@ -62,7 +62,6 @@ class OpenVinoMiniLM(OnnxMiniLM):
         super().__init__(cache_dir, RUNTIME, model_dir, expected_sha256, model_name)
         openvino = import_openvino()
         self._core = openvino.Core()
-        self._network = self._core.read_model(self._model_bytes)
         capabilities = self._core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
         self.precision = "bf16" if "BF16" in capabilities else "f32"
         self.vector_source = f"{LocalMiniLM.model_name}@{RUNTIME}-{self.precision}"
@@ -83,8 +82,9 @@ class OpenVinoMiniLM(OnnxMiniLM):
         return self._encode(texts, threads=1, session=self._query_session)[0]
 
     def _new_session(self, threads: int) -> _InferSession:
+        # Read here, not at load: a process that only answers questions never runs a document encode.
         compiled = self._core.compile_model(
-            self._network,
+            self._core.read_model(self._model_bytes),
             "CPU",
             {
                 "INFERENCE_PRECISION_HINT": self.precision,
