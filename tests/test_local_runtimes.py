@@ -105,6 +105,18 @@ def test_openvino_vectors_are_torch_vectors(
     assert openvino_minilm.precision in ("bf16", "f32")
 
 
+def test_openvino_batches_side_by_side_keep_each_text_its_vector(
+    onnx_minilm: OnnxMiniLM, openvino_minilm: OpenVinoMiniLM
+) -> None:
+    """Enough texts for several batches run on both cores at once: every row is still its own text's vector."""
+    texts = [f"note {i}: the {'rota' if i % 3 else 'budget'} changes " + "every week " * (i % 23) for i in range(90)]
+    assert openvino_minilm._streams(2, -(-len(texts) // 16)) == 2
+    vectors, units = openvino_minilm.embed_documents_with_units(texts, [[(0, 6)]] * len(texts))
+    expected, expected_units = onnx_minilm.embed_documents_with_units(texts, [[(0, 6)]] * len(texts))
+    assert _cosines(vectors, expected).min() >= OPENVINO_MIN_COSINE
+    assert _cosines(np.concatenate(units), np.concatenate(expected_units)).min() >= OPENVINO_MIN_COSINE
+
+
 def test_openvino_queries_are_the_same_bits_whoever_else_asks(
     onnx_minilm: OnnxMiniLM, openvino_minilm: OpenVinoMiniLM
 ) -> None:

@@ -32,7 +32,8 @@ from tools.span_pooling import pool_spans
 # (its vectors are the same bits at any batch size). int8: one text per run, because dynamic quantisation scales
 # each MatMul's activations by one factor per tensor, i.e. over the whole batch, so in a batch a text's vector
 # would depend on which other texts (and how much padding) share it; alone, the scale is its own text's.
-BATCH_SIZES = {"onnx": 64, "onnx-int8": 1, "openvino": 64}
+# openvino: small batches, one per core side by side (tools.openvino_minilm).
+BATCH_SIZES = {"onnx": 64, "onnx-int8": 1, "openvino": 16}
 # Part of int8's vector source: its vectors depend on how texts are run as well as on the recipe.
 INT8_ENCODING = "one-text-per-run"
 
@@ -42,12 +43,6 @@ def _cpu_count() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
-
-
-def _streams(threads: int, batch_size: int, batches: int) -> int:
-    """How many batches run side by side: one per thread for one-text passes (int8's), when each thread has a few
-    to do. float32's 64-text batches keep two intra-op threads busy already (side by side measured no faster)."""
-    return threads if batch_size == 1 and threads > 1 and batches >= 4 * threads else 1
 
 
 def _feeds(batch: Sequence[int], encodings) -> dict[str, np.ndarray]:
@@ -122,7 +117,7 @@ class OnnxMiniLM:
         self._counter = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self._counter.no_padding()
         self._counter.no_truncation()
-        self._sessions: dict[int, object] = {}
+        self._sessions: dict[tuple[int, int], object] = {}
         self._sessions_lock = threading.Lock()
 
     @staticmethod
@@ -130,14 +125,21 @@ class OnnxMiniLM:
         """Which verified export (tools.onnx_export) the runtime runs."""
         return runtime
 
-    def _session(self, threads: int):
-        """One inference session per intra-op thread count, made on first use (its run() is thread-safe)."""
-        with self._sessions_lock:
-            if threads not in self._sessions:
-                self._sessions[threads] = self._new_session(threads)
-            return self._sessions[threads]
+    def _streams(self, threads: int, batches: int) -> int:
+        """How many batches run side by side: one per thread for one-text passes (int8's), when each thread has a few
+        to do. float32's 64-text batches keep two intra-op threads busy already (side by side measured no faster)."""
+        return threads if self._batch_size == 1 and threads > 1 and batches >= 4 * threads else 1
 
-    def _new_session(self, threads: int):
+    def _session(self, threads: int, streams: int = 1):
+        """One inference session per intra-op thread count and number of batches run side by side, made on first
+        use."""
+        with self._sessions_lock:
+            if (threads, streams) not in self._sessions:
+                self._sessions[threads, streams] = self._new_session(threads, streams)
+            return self._sessions[threads, streams]
+
+    def _new_session(self, threads: int, streams: int):
+        # One session serves every stream: its run() is thread-safe.
         return self._ort.InferenceSession(
             self._model_bytes, sess_options=self._session_options(threads), providers=["CPUExecutionProvider"]
         )
@@ -173,10 +175,10 @@ class OnnxMiniLM:
         # Longest first, cut into batches: each batch pads to its own longest text, so little padding.
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids), reverse=True)
         batches = [order[first : first + self._batch_size] for first in range(0, len(order), self._batch_size)]
-        streams = _streams(threads, self._batch_size, len(batches))
+        streams = self._streams(threads, len(batches))
         # A one-text forward pass keeps a second intra-op thread mostly waiting; two passes side by side, each on
         # a one-thread session, do not.
-        session = session or self._session(1 if streams > 1 else threads)
+        session = session or self._session(1 if streams > 1 else threads, streams)
         results = _run_in_order(session, batches, encodings, streams)
         if show_progress:
             from tqdm import tqdm

@@ -78,18 +78,24 @@ class OpenVinoMiniLM(OnnxMiniLM):
         # any batch, and a query is too short for bfloat16 to save anything.
         with self._sessions_lock:
             if self._query_session is None:
-                self._query_session = OnnxMiniLM._new_session(self, 1)
+                self._query_session = OnnxMiniLM._new_session(self, 1, 1)
         return self._encode(texts, threads=1, session=self._query_session)[0]
 
-    def _new_session(self, threads: int) -> _InferSession:
+    def _streams(self, threads: int, batches: int) -> int:
+        # OpenVINO runs small batches on one core each, side by side, faster than a batch across both cores
+        # (docs/benchmarks.md); a document of a batch or two keeps both cores on each batch.
+        return threads if threads > 1 and batches >= 2 * threads else 1
+
+    def _new_session(self, threads: int, streams: int) -> _InferSession:
         # Read here, not at load: a process that only answers questions never runs a document encode.
         compiled = self._core.compile_model(
             self._core.read_model(self._model_bytes),
             "CPU",
             {
                 "INFERENCE_PRECISION_HINT": self.precision,
-                "INFERENCE_NUM_THREADS": threads,
-                "PERFORMANCE_HINT": "LATENCY",
+                "INFERENCE_NUM_THREADS": threads * streams,
+                "NUM_STREAMS": streams,  # each stream runs one infer request at a time, on `threads` threads
+                "PERFORMANCE_HINT": "THROUGHPUT" if streams > 1 else "LATENCY",
                 # Threads pinned to cores fight the store's, the query encoder's and the neighbours' threads.
                 "ENABLE_CPU_PINNING": False,
             },
