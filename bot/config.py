@@ -24,7 +24,7 @@ class Settings(BaseSettings):
 
     embedding_backend: Literal["local", "openai"] = Field("local", alias="KBBOT_EMBEDDING_BACKEND")
     openai_embedding_model: str = Field("text-embedding-3-small", alias="KBBOT_OPENAI_EMBEDDING_MODEL")
-    local_runtime: LocalRuntime = Field("onnx", alias="KBBOT_LOCAL_RUNTIME")
+    local_runtime: LocalRuntime = Field("openvino", alias="KBBOT_LOCAL_RUNTIME")
     model_cache_dir: Path | None = Field(None, alias="KBBOT_MODEL_CACHE_DIR")
 
     openai_api_key: SecretStr | None = Field(None, alias="OPENAI_API_KEY")

@@ -32,6 +32,7 @@ from tools.onnx_export import (
     verified_onnx_model,
 )
 from tools.onnx_minilm import INT8_ENCODING, OnnxMiniLM
+from tools.openvino_minilm import OpenVinoMiniLM
 from tools.store import EmbeddingModelMismatch
 
 TEXTS = [
@@ -45,6 +46,8 @@ TEXTS = [
 # (docs/benchmarks.md, "Local runtimes"); int8 weights move vectors further.
 FLOAT32_MIN_COSINE = 0.9999
 INT8_MIN_COSINE = 0.95
+# OpenVINO's bfloat16 arithmetic moves vectors by ~1e-5 in cosine (docs/benchmarks.md): interchangeable.
+OPENVINO_MIN_COSINE = 0.9999
 
 
 @pytest.fixture(scope="session")
@@ -62,6 +65,11 @@ def int8_minilm() -> OnnxMiniLM:
     return OnnxMiniLM(TEST_MODEL_CACHE, "onnx-int8")
 
 
+@pytest.fixture(scope="session")
+def openvino_minilm() -> OpenVinoMiniLM:
+    return OpenVinoMiniLM(TEST_MODEL_CACHE)
+
+
 def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(axis=1)
 
@@ -75,6 +83,48 @@ def test_onnx_vectors_are_torch_vectors(torch_minilm: LocalMiniLM, onnx_minilm: 
     # the query path (one text, one thread) gives the same vector as the batch path
     assert float(onnx_minilm.embed_query(TEXTS[0]) @ vectors[0]) >= 0.99999
     assert float(onnx_minilm.embed_query(TEXTS[0]) @ torch_minilm.embed_query(TEXTS[0])) >= FLOAT32_MIN_COSINE
+
+
+def test_openvino_vectors_are_torch_vectors(
+    torch_minilm: LocalMiniLM, onnx_minilm: OnnxMiniLM, openvino_minilm: OpenVinoMiniLM
+) -> None:
+    """The same export in OpenVINO (bfloat16 where the CPU has it): document and span vectors interchangeable
+    with torch's, so KBs of either serve the other (one identity), and caches tell them apart."""
+    reference = torch_minilm.embed_documents(TEXTS)
+    vectors = openvino_minilm.embed_documents(TEXTS)
+    assert vectors.shape == (len(TEXTS), 384) and vectors.dtype == np.float32
+    assert _cosines(vectors, reference).min() >= OPENVINO_MIN_COSINE
+    text = "VPN setup\nInstall the client. Then import the profile."
+    spans = [[(10, 29), (30, len(text)), (len(text), len(text) + 3)]]
+    _, expected_units = torch_minilm.embed_documents_with_units([text], spans)
+    _, units = openvino_minilm.embed_documents_with_units([text], spans)
+    assert _cosines(units[0][:2], expected_units[0][:2]).min() >= OPENVINO_MIN_COSINE
+    assert np.isnan(units[0][2]).all()  # a span with no token, as every runtime pools it
+    assert LOCAL_IDENTITIES["openvino"] == LOCAL_IDENTITIES["onnx"] == LOCAL_IDENTITIES["torch"]
+    assert openvino_minilm.vector_source == f"{LocalMiniLM.model_name}@openvino-{openvino_minilm.precision}"
+    assert openvino_minilm.precision in ("bf16", "f32")
+
+
+def test_openvino_batches_side_by_side_keep_each_text_its_vector(
+    onnx_minilm: OnnxMiniLM, openvino_minilm: OpenVinoMiniLM
+) -> None:
+    """Enough texts for several batches run on both cores at once: every row is still its own text's vector."""
+    texts = [f"note {i}: the {'rota' if i % 3 else 'budget'} changes " + "every week " * (i % 23) for i in range(90)]
+    assert openvino_minilm._streams(2, -(-len(texts) // 16)) == 2
+    vectors, units = openvino_minilm.embed_documents_with_units(texts, [[(0, 6)]] * len(texts))
+    expected, expected_units = onnx_minilm.embed_documents_with_units(texts, [[(0, 6)]] * len(texts))
+    assert _cosines(vectors, expected).min() >= OPENVINO_MIN_COSINE
+    assert _cosines(np.concatenate(units), np.concatenate(expected_units)).min() >= OPENVINO_MIN_COSINE
+
+
+def test_openvino_queries_are_the_same_bits_whoever_else_asks(
+    onnx_minilm: OnnxMiniLM, openvino_minilm: OpenVinoMiniLM
+) -> None:
+    """Concurrent questions' queries are encoded as one batch: a question's vector, and so its answer, must not
+    depend on what else is being asked. Queries are float32 ONNX Runtime's, alone or in any batch."""
+    alone = np.stack([openvino_minilm.encode_queries([text])[0] for text in TEXTS])
+    assert np.array_equal(alone, openvino_minilm.encode_queries([*reversed(TEXTS)])[::-1])
+    assert np.array_equal(alone, onnx_minilm.encode_queries(TEXTS))
 
 
 def test_int8_vectors_are_near_torch_but_not_the_same(torch_minilm: LocalMiniLM, int8_minilm: OnnxMiniLM) -> None:
@@ -259,8 +309,10 @@ def int8_minilm_source() -> str:
     return MINILM_SHA256
 
 
-def test_the_onnx_path_never_imports_torch(settings: Settings) -> None:
-    """A real process: ingest-style and query encodes through get_embedder; torch must stay out of it."""
+@pytest.mark.parametrize("runtime", ["onnx", "openvino"])
+def test_the_onnx_paths_never_import_torch_or_telemetry(settings: Settings, tmp_path: Path, runtime: str) -> None:
+    """A real process: ingest-style and query encodes through get_embedder; torch must stay out of it, and so
+    must OpenVINO's telemetry (on import it would send a usage event and write a client id under the home)."""
     script = textwrap.dedent(
         """
         import json, sys
@@ -272,13 +324,16 @@ def test_the_onnx_path_never_imports_torch(settings: Settings) -> None:
         embedder.embed_documents_with_units(["First. Second."], [[(0, 6), (7, 14)]])
         embedder.embed_query("a question")
         embedder.tokenize("count me")
-        heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "transformers", "sentence_transformers"))
+        heavy = ("torch", "transformers", "sentence_transformers", "openvino_telemetry")
+        heavy = sorted(m for m in sys.modules if m.split(".")[0] in heavy)
         print(json.dumps({"runtime": embedder.runtime, "heavy": heavy}))
         """
     )
+    home = tmp_path / "home"
+    home.mkdir()
     done = subprocess.run(
         [sys.executable, "-c", script],
-        env=child_env(settings, KBBOT_LOCAL_RUNTIME="onnx"),
+        env=child_env(settings, KBBOT_LOCAL_RUNTIME=runtime, HOME=str(home)),
         cwd=str(settings.data_dir.parent),
         capture_output=True,
         text=True,
@@ -286,7 +341,8 @@ def test_the_onnx_path_never_imports_torch(settings: Settings) -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert report == {"runtime": "onnx", "heavy": []}
+    assert report == {"runtime": runtime, "heavy": []}
+    assert not (home / "intel").exists()
 
 
 def test_runtime_setting_parsed_and_bad_values_explained(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,7 +15,7 @@ from pydantic import SecretStr
 from tools.chunking import CHUNK_OVERLAP_TOKENS, CHUNK_TOKENS
 from tools.parsing import ParseLimits
 
-LocalRuntime = Literal["torch", "onnx", "onnx-int8"]
+LocalRuntime = Literal["torch", "onnx", "onnx-int8", "openvino"]
 
 
 @dataclass(frozen=True)
@@ -23,8 +23,9 @@ class ToolSettings:
     data_dir: Path
     knowledge_bases_dir: Path
     embedding_backend: Literal["local", "openai"] = "local"
-    # How the local MiniLM runs: PyTorch via sentence-transformers, or ONNX Runtime on a locally exported copy.
-    local_runtime: LocalRuntime = "onnx"
+    # How the local MiniLM runs: PyTorch via sentence-transformers, or ONNX Runtime / OpenVINO on a locally exported
+    # copy.
+    local_runtime: LocalRuntime = "openvino"
     # Where the ONNX exports of the local model are kept; None = the data dir's models/.
     model_cache_dir: Path | None = None
     openai_embedding_model: str = "text-embedding-3-small"

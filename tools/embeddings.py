@@ -268,7 +268,8 @@ def embed_chunks(
 
 
 # The collection identity of each local runtime's vectors. float32 ONNX computes what torch computes (cosine
-# to torch's vectors ≥ 0.99999, docs/benchmarks.md), so its vectors mix; int8 weights move them further,
+# to torch's vectors ≥ 0.99999, docs/benchmarks.md), so its vectors mix, and so do OpenVINO's bfloat16 ones (the
+# same export in bfloat16 arithmetic, ≥ 0.9999); int8 weights move them further,
 # so an int8 KB is its own identity and is refused under another runtime (and the reverse). int8 texts are run
 # one per forward pass (tools/onnx_minilm.py); a KB of the earlier batched int8, whose vectors moved with their
 # batch mates, has the old identity ("+int8") and is refused too.
@@ -276,6 +277,7 @@ LOCAL_IDENTITIES = {
     "torch": LocalMiniLM.model_name,
     "onnx": LocalMiniLM.model_name,
     "onnx-int8": f"{LocalMiniLM.model_name}+int8-per-text",
+    "openvino": LocalMiniLM.model_name,
 }
 
 
@@ -292,6 +294,10 @@ _EMBEDDERS: dict[tuple, Embedder] = {}
 def _local_embedder(settings: ToolSettings) -> Embedder:
     if settings.local_runtime == "torch":
         return LocalMiniLM()
+    if settings.local_runtime == "openvino":
+        from tools.openvino_minilm import OpenVinoMiniLM
+
+        return OpenVinoMiniLM(settings.resolved_model_cache_dir)
     from tools.onnx_minilm import OnnxMiniLM
 
     return OnnxMiniLM(

@@ -32,7 +32,8 @@ from tools.span_pooling import pool_spans
 # (its vectors are the same bits at any batch size). int8: one text per run, because dynamic quantisation scales
 # each MatMul's activations by one factor per tensor, i.e. over the whole batch, so in a batch a text's vector
 # would depend on which other texts (and how much padding) share it; alone, the scale is its own text's.
-BATCH_SIZES = {"onnx": 64, "onnx-int8": 1}
+# openvino: small batches, one per core side by side (tools.openvino_minilm).
+BATCH_SIZES = {"onnx": 64, "onnx-int8": 1, "openvino": 16}
 # Part of int8's vector source: its vectors depend on how texts are run as well as on the recipe.
 INT8_ENCODING = "one-text-per-run"
 
@@ -42,12 +43,6 @@ def _cpu_count() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
-
-
-def _streams(threads: int, batch_size: int, batches: int) -> int:
-    """How many batches run side by side: one per thread for one-text passes (int8's), when each thread has a few
-    to do. float32's 64-text batches keep two intra-op threads busy already (side by side measured no faster)."""
-    return threads if batch_size == 1 and threads > 1 and batches >= 4 * threads else 1
 
 
 def _feeds(batch: Sequence[int], encodings) -> dict[str, np.ndarray]:
@@ -85,7 +80,8 @@ def _run_in_order(session, batches: Sequence[Sequence[int]], encodings, streams:
 
 
 class OnnxMiniLM:
-    """The Embedder protocol for MiniLM on ONNX Runtime (`runtime` "onnx" = float32, "onnx-int8" = int8 weights)."""
+    """The Embedder protocol for MiniLM on ONNX Runtime (`runtime` "onnx" = float32, "onnx-int8" = int8 weights);
+    tools.openvino_minilm runs the same float32 export on OpenVINO."""
 
     dimension = LocalMiniLM.dimension
     max_tokens = MINILM_MAX_TOKENS
@@ -98,12 +94,11 @@ class OnnxMiniLM:
         expected_sha256: str = MINILM_SHA256,
         model_name: str = LocalMiniLM.model_name,
     ):
-        import onnxruntime
         from tokenizers import Tokenizer
 
         model_dir = verified_model_dir(model_dir, expected_sha256)
         try:
-            self._model_bytes = verified_onnx_model(cache_dir, model_dir, expected_sha256, runtime)
+            self._model_bytes = verified_onnx_model(cache_dir, model_dir, expected_sha256, self.export_of(runtime))
         except OnnxExportError as exc:
             raise EmbeddingError(str(exc)) from exc
         self.runtime = runtime
@@ -113,9 +108,8 @@ class OnnxMiniLM:
         # float32's do not (the fused and unfused graphs agree to the 7th decimal, docs/benchmarks.md), so only
         # int8's key names them.
         self.vector_source = f"{LocalMiniLM.model_name}@{runtime}"
-        if runtime != "onnx":
+        if runtime == "onnx-int8":
             self.vector_source += f"#{RECIPES[runtime]}#{INT8_ENCODING}"
-        self._ort = onnxruntime
         # One tokenizer that truncates as the model does, one that counts every token of a text.
         self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self._tokenizer.no_padding()  # tokenizer.json pads to 128; batches are padded here to their longest
@@ -123,17 +117,32 @@ class OnnxMiniLM:
         self._counter = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self._counter.no_padding()
         self._counter.no_truncation()
-        self._sessions: dict[int, object] = {}
+        self._sessions: dict[tuple[int, int], object] = {}
         self._sessions_lock = threading.Lock()
 
-    def _session(self, threads: int):
-        """One inference session per intra-op thread count, made on first use (run() is thread-safe)."""
+    @staticmethod
+    def export_of(runtime: str) -> str:
+        """Which verified export (tools.onnx_export) the runtime runs."""
+        return runtime
+
+    def _streams(self, threads: int, batches: int) -> int:
+        """How many batches run side by side: one per thread for one-text passes (int8's), when each thread has a few
+        to do. float32's 64-text batches keep two intra-op threads busy already (side by side measured no faster)."""
+        return threads if self._batch_size == 1 and threads > 1 and batches >= 4 * threads else 1
+
+    def _session(self, threads: int, streams: int = 1):
+        """One inference session per intra-op thread count and number of batches run side by side, made on first
+        use."""
         with self._sessions_lock:
-            if threads not in self._sessions:
-                self._sessions[threads] = self._ort.InferenceSession(
-                    self._model_bytes, sess_options=self._session_options(threads), providers=["CPUExecutionProvider"]
-                )
-            return self._sessions[threads]
+            if (threads, streams) not in self._sessions:
+                self._sessions[threads, streams] = self._new_session(threads, streams)
+            return self._sessions[threads, streams]
+
+    def _new_session(self, threads: int, streams: int):
+        # One session serves every stream: its run() is thread-safe.
+        return self._ort.InferenceSession(
+            self._model_bytes, sess_options=self._session_options(threads), providers=["CPUExecutionProvider"]
+        )
 
     def _session_options(self, threads: int):
         options = self._ort.SessionOptions()
@@ -141,14 +150,22 @@ class OnnxMiniLM:
         options.inter_op_num_threads = 1
         return options
 
+    @property
+    def _ort(self):
+        import onnxruntime
+
+        return onnxruntime
+
     def _encode(
         self,
         texts: Sequence[str],
         threads: int,
         unit_spans: Sequence[Sequence[tuple[int, int]]] | None = None,
         show_progress: bool = False,
+        session=None,
     ) -> tuple[np.ndarray, list[np.ndarray]]:
-        """Each text's vector (rows in `texts` order) and, when spans are given, its span vectors.
+        """Each text's vector (rows in `texts` order) and, when spans are given, its span vectors (by `session`
+        when given, else by the runtime's session for `threads`).
 
         Spans are pooled batch by batch, so only one batch's token embeddings are ever held."""
         stripped = [t.strip() for t in texts]
@@ -158,10 +175,10 @@ class OnnxMiniLM:
         # Longest first, cut into batches: each batch pads to its own longest text, so little padding.
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids), reverse=True)
         batches = [order[first : first + self._batch_size] for first in range(0, len(order), self._batch_size)]
-        streams = _streams(threads, self._batch_size, len(batches))
+        streams = self._streams(threads, len(batches))
         # A one-text forward pass keeps a second intra-op thread mostly waiting; two passes side by side, each on
         # a one-thread session, do not.
-        session = self._session(1 if streams > 1 else threads)
+        session = session or self._session(1 if streams > 1 else threads, streams)
         results = _run_in_order(session, batches, encodings, streams)
         if show_progress:
             from tqdm import tqdm

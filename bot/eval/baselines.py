@@ -128,7 +128,7 @@ def bare_torch_model(embedder):
     while hasattr(embedder, "inner"):  # the eval cache and the query batcher wrap the model
         embedder = embedder.inner
     model = getattr(embedder, "_model", None)
-    if model is None and getattr(embedder, "runtime", None) in ("onnx", "onnx-int8"):
+    if model is None and getattr(embedder, "runtime", None) in ("onnx", "onnx-int8", "openvino"):
         model = _torch_minilm(embedder.max_tokens)
     return model
 

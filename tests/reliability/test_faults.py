@@ -69,6 +69,7 @@ _HOOKED_INGEST = textwrap.dedent(
     elif point == "embedding":  # one forward pass done, the rest to go, on whichever runtime runs MiniLM
         import onnxruntime
         from sentence_transformers import SentenceTransformer
+        from tools.openvino_minilm import _InferSession
         calls = [0]
 
         def second_pass_stops(cls, method):
@@ -83,6 +84,7 @@ _HOOKED_INGEST = textwrap.dedent(
             setattr(cls, method, hooked)
 
         second_pass_stops(onnxruntime.InferenceSession, "run")
+        second_pass_stops(_InferSession, "run")  # OpenVINO's forward pass
         second_pass_stops(SentenceTransformer, "encode")
     elif point == "embedding-remote":
         pass  # the embeddings endpoint (helpers/fake_embeddings.py) holds the request and writes the marker

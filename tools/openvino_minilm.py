@@ -1,0 +1,103 @@
+"""all-MiniLM-L6-v2 on OpenVINO's CPU plugin: the ONNX runtime's verified float32 export, computed in bfloat16
+where the CPU has bfloat16 arithmetic (AVX-512 BF16, AMX), else in float32. That is the documents' (ingest's)
+encode; queries stay on ONNX Runtime in float32 (see encode_queries).
+
+Tokenising, batching, pooling and the span vectors are tools.onnx_minilm's; only the forward pass differs.
+bfloat16 moves the vectors by about 1e-5 in cosine (docs/benchmarks.md, "Session 17, OpenVINO"): they are
+interchangeable with torch's and float32 ONNX's, so the collection identity is the same; caches key on the
+precision too (`vector_source`), so a benchmark never replays another precision's vectors.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from tools.embeddings import MINILM_SHA256, LocalMiniLM
+from tools.onnx_minilm import OnnxMiniLM
+
+RUNTIME = "openvino"
+
+
+def import_openvino():
+    """`import openvino`, without its model-conversion tools: importing those sends a usage event to Google
+    Analytics and writes a client id under ~/intel. kbbot converts nothing and must not reach the network;
+    openvino's own __init__ goes on without them (it catches their ImportError)."""
+    sys.modules.setdefault("openvino.tools.ovc", None)
+    import openvino
+
+    return openvino
+
+
+class _InferSession:
+    """onnxruntime's `session.run(None, feeds)` over a compiled OpenVINO model: an infer request per calling
+    thread (a request runs one inference at a time; the compiled model is shared)."""
+
+    def __init__(self, compiled):
+        self._compiled = compiled
+        self._local = threading.local()
+
+    def run(self, _outputs, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        request = getattr(self._local, "request", None)
+        if request is None:
+            request = self._local.request = self._compiled.create_infer_request()
+        result = request.infer(dict(feeds))  # copies the output: the next inference reuses the request's buffer
+        return [result[self._compiled.output(0)]]
+
+
+class OpenVinoMiniLM(OnnxMiniLM):
+    """The Embedder protocol for MiniLM on OpenVINO (`KBBOT_LOCAL_RUNTIME=openvino`)."""
+
+    def __init__(
+        self,
+        cache_dir: Path,
+        model_dir: Path | None = None,
+        expected_sha256: str = MINILM_SHA256,
+        model_name: str = LocalMiniLM.model_name,
+    ):
+        super().__init__(cache_dir, RUNTIME, model_dir, expected_sha256, model_name)
+        openvino = import_openvino()
+        self._core = openvino.Core()
+        capabilities = self._core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+        self.precision = "bf16" if "BF16" in capabilities else "f32"
+        self.vector_source = f"{LocalMiniLM.model_name}@{RUNTIME}-{self.precision}"
+        self._query_session = None
+
+    @staticmethod
+    def export_of(runtime: str) -> str:
+        return "onnx"
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        # Queries stay float32, on ONNX Runtime's one-thread session: a bfloat16 vector moves a little with its
+        # batch mates' padding, and concurrent questions' queries are encoded as one batch, so a question would
+        # not always get the same vector (nor, at a threshold, the same answer). float32's are the same bits in
+        # any batch, and a query is too short for bfloat16 to save anything.
+        with self._sessions_lock:
+            if self._query_session is None:
+                self._query_session = OnnxMiniLM._new_session(self, 1, 1)
+        return self._encode(texts, threads=1, session=self._query_session)[0]
+
+    def _streams(self, threads: int, batches: int) -> int:
+        # OpenVINO runs small batches on one core each, side by side, faster than a batch across both cores
+        # (docs/benchmarks.md); a document of a batch or two keeps both cores on each batch.
+        return threads if threads > 1 and batches >= 2 * threads else 1
+
+    def _new_session(self, threads: int, streams: int) -> _InferSession:
+        # Read here, not at load: a process that only answers questions never runs a document encode.
+        compiled = self._core.compile_model(
+            self._core.read_model(self._model_bytes),
+            "CPU",
+            {
+                "INFERENCE_PRECISION_HINT": self.precision,
+                "INFERENCE_NUM_THREADS": threads * streams,
+                "NUM_STREAMS": streams,  # each stream runs one infer request at a time, on `threads` threads
+                "PERFORMANCE_HINT": "THROUGHPUT" if streams > 1 else "LATENCY",
+                # Threads pinned to cores fight the store's, the query encoder's and the neighbours' threads.
+                "ENABLE_CPU_PINNING": False,
+            },
+        )
+        return _InferSession(compiled)
