@@ -25,6 +25,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from measure_unit_recall import rows_with  # noqa: E402 - the sibling script (its folder is on the path)
+
 UNITS_KEPT = 40  # per round, best cosine first: enough to hold the fact's unit in five chunks
 
 
@@ -84,13 +86,7 @@ def observed_run(split: str, dump: Path) -> list[dict]:
         company.eval_company(EvalWorkspace(progress=False), split=split, dump=dump)
     finally:
         grading.grade_offline, company.ask = grade, ask
-    rows = [json.loads(line) for line in dump.open(encoding="utf-8")]
-    asked = iter(records)
-    for row in rows:  # a case asks its history's user turns first, then its question
-        for _ in range(len(row["history"]) // 2):
-            next(asked)
-        row["graded"] = next(asked)
-    return rows
+    return rows_with(dump, records, "graded")
 
 
 def rule_of(reason: str) -> str:

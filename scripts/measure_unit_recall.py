@@ -97,12 +97,17 @@ def observed_run(split: str, dump: Path, forced: bool = False) -> list[dict]:
             company.eval_company(EvalWorkspace(progress=False), split=split, dump=dump)
     finally:
         AnswerEngine.grade, AnswerEngine.write_answer, company.ask = grade, write_answer, ask
+    return rows_with(dump, records, "observed")
+
+
+def rows_with(dump: Path, records: list[dict], key: str) -> list[dict]:
+    """The dump's rows, each with what was recorded while its question (its last ask) was asked, under `key`."""
     rows = [json.loads(line) for line in dump.open(encoding="utf-8")]
     asked = iter(records)
     for row in rows:  # a case asks its history's user turns first, then its question
         for _ in range(len(row["history"]) // 2):
             next(asked)
-        row["observed"] = next(asked)
+        row[key] = next(asked)
     return rows
 
 
