@@ -105,6 +105,12 @@ def test_openvino_vectors_are_torch_vectors(
     assert openvino_minilm.precision in ("bf16", "f32")
 
 
+def test_openvino_that_cannot_load_says_what_to_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "openvino", None)  # as on a machine where its libraries do not load
+    with pytest.raises(EmbeddingError, match="KBBOT_LOCAL_RUNTIME=onnx"):
+        OpenVinoMiniLM(TEST_MODEL_CACHE)
+
+
 def test_openvino_batches_side_by_side_keep_each_text_its_vector(
     onnx_minilm: OnnxMiniLM, openvino_minilm: OpenVinoMiniLM
 ) -> None:

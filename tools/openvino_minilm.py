@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tools.embeddings import MINILM_SHA256, LocalMiniLM
+from tools.embeddings import MINILM_SHA256, EmbeddingError, LocalMiniLM
 from tools.onnx_minilm import OnnxMiniLM
 
 RUNTIME = "openvino"
@@ -60,9 +60,14 @@ class OpenVinoMiniLM(OnnxMiniLM):
         model_name: str = LocalMiniLM.model_name,
     ):
         super().__init__(cache_dir, RUNTIME, model_dir, expected_sha256, model_name)
-        openvino = import_openvino()
-        self._core = openvino.Core()
-        capabilities = self._core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+        try:
+            self._core = import_openvino().Core()
+            capabilities = self._core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+        except (ImportError, RuntimeError) as exc:
+            raise EmbeddingError(
+                f"OpenVINO cannot run on this machine ({exc}); set KBBOT_LOCAL_RUNTIME=onnx (the same vectors, "
+                "no reindex needed)"
+            ) from exc
         self.precision = "bf16" if "BF16" in capabilities else "f32"
         self.vector_source = f"{LocalMiniLM.model_name}@{RUNTIME}-{self.precision}"
         self._query_session = None
