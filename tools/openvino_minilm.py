@@ -1,6 +1,6 @@
 """all-MiniLM-L6-v2 on OpenVINO's CPU plugin: the ONNX runtime's verified float32 export, computed in bfloat16
-where the CPU has bfloat16 arithmetic (AVX-512 BF16, AMX), else in float32. That is the documents' (ingest's)
-encode; queries stay on ONNX Runtime in float32 (see encode_queries).
+where the CPU has bfloat16 arithmetic (AVX-512 BF16, AMX), else in float32. That is the bulk (ingest) encode;
+queries and short encodes stay on ONNX Runtime in float32 (see _new_session).
 
 Tokenising, batching, pooling and the span vectors are tools.onnx_minilm's; only the forward pass differs.
 bfloat16 moves the vectors by about 1e-5 in cosine (docs/benchmarks.md, "Session 17, OpenVINO"): they are
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -70,29 +70,25 @@ class OpenVinoMiniLM(OnnxMiniLM):
             ) from exc
         self.precision = "bf16" if "BF16" in capabilities else "f32"
         self.vector_source = f"{LocalMiniLM.model_name}@{RUNTIME}-{self.precision}"
-        self._query_session = None
 
     @staticmethod
     def export_of(runtime: str) -> str:
         return "onnx"
 
-    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
-        # Queries stay float32, on ONNX Runtime's one-thread session: a bfloat16 vector moves a little with its
-        # batch mates' padding, and concurrent questions' queries are encoded as one batch, so a question would
-        # not always get the same vector (nor, at a threshold, the same answer). float32's are the same bits in
-        # any batch, and a query is too short for bfloat16 to save anything.
-        with self._sessions_lock:
-            if self._query_session is None:
-                self._query_session = OnnxMiniLM._new_session(self, 1, 1)
-        return self._encode(texts, threads=1, session=self._query_session)[0]
-
     def _streams(self, threads: int, batches: int) -> int:
         # OpenVINO runs small batches on one core each, side by side, faster than a batch across both cores
-        # (docs/benchmarks.md); a document of a batch or two keeps both cores on each batch.
+        # (docs/benchmarks.md).
         return threads if threads > 1 and batches >= 2 * threads else 1
 
-    def _new_session(self, threads: int, streams: int) -> _InferSession:
-        # Read here, not at load: a process that only answers questions never runs a document encode.
+    def _new_session(self, threads: int, streams: int):
+        """Bulk encodes (batches side by side) on OpenVINO; anything shorter — queries, a document of a batch or
+        two — in float32 on ONNX Runtime. A query's vector is then the same bits alone or batched with concurrent
+        questions' (bfloat16's move a little with their batch mates' padding), so a question gets the same answer
+        whoever else is asking; and reading the ONNX graph into OpenVINO, which briefly takes about twice the
+        weights' memory, is paid only by an ingest big enough to gain from it, not by a serving process that
+        publishes one document."""
+        if streams == 1:
+            return super()._new_session(threads, streams)
         compiled = self._core.compile_model(
             self._core.read_model(self._model_bytes),
             "CPU",
@@ -100,7 +96,7 @@ class OpenVinoMiniLM(OnnxMiniLM):
                 "INFERENCE_PRECISION_HINT": self.precision,
                 "INFERENCE_NUM_THREADS": threads * streams,
                 "NUM_STREAMS": streams,  # each stream runs one infer request at a time, on `threads` threads
-                "PERFORMANCE_HINT": "THROUGHPUT" if streams > 1 else "LATENCY",
+                "PERFORMANCE_HINT": "THROUGHPUT",
                 # Threads pinned to cores fight the store's, the query encoder's and the neighbours' threads.
                 "ENABLE_CPU_PINNING": False,
             },
