@@ -114,16 +114,19 @@ def test_openvino_that_cannot_load_says_what_to_set(monkeypatch: pytest.MonkeyPa
         OpenVinoMiniLM(TEST_MODEL_CACHE)
 
 
-def test_openvino_batches_side_by_side_keep_each_text_its_vector(
+def test_openvino_bulk_encodes_from_two_threads_at_once(
     onnx_minilm: OnnxMiniLM, openvino_minilm: OpenVinoMiniLM
 ) -> None:
-    """Enough texts for several batches run on both cores at once: every row is still its own text's vector."""
+    """Two ingests at once (a sync and an upload): both finish, and every row is still its own text's vector."""
+    from concurrent.futures import ThreadPoolExecutor
+
     texts = [f"note {i}: the {'rota' if i % 3 else 'budget'} changes " + "every week " * (i % 23) for i in range(90)]
-    assert openvino_minilm._streams(2, -(-len(texts) // 16)) == 2
-    vectors, units = openvino_minilm.embed_documents_with_units(texts, [[(0, 6)]] * len(texts))
-    expected, expected_units = onnx_minilm.embed_documents_with_units(texts, [[(0, 6)]] * len(texts))
-    assert _cosines(vectors, expected).min() >= OPENVINO_MIN_COSINE
-    assert _cosines(np.concatenate(units), np.concatenate(expected_units)).min() >= OPENVINO_MIN_COSINE
+    expected = onnx_minilm.embed_documents(texts)
+    with ThreadPoolExecutor(2) as pool:
+        runs = [pool.submit(openvino_minilm.embed_documents, texts[::step]) for step in (1, 1, 2, 1)]
+        results = [run.result(timeout=120) for run in runs]
+    for step, vectors in zip((1, 1, 2, 1), results, strict=True):
+        assert _cosines(vectors, expected[::step]).min() >= OPENVINO_MIN_COSINE
 
 
 def test_openvino_queries_are_the_same_bits_whoever_else_asks(

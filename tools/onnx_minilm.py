@@ -32,7 +32,7 @@ from tools.span_pooling import pool_spans
 # (its vectors are the same bits at any batch size). int8: one text per run, because dynamic quantisation scales
 # each MatMul's activations by one factor per tensor, i.e. over the whole batch, so in a batch a text's vector
 # would depend on which other texts (and how much padding) share it; alone, the scale is its own text's.
-# openvino: small batches, one per core side by side (tools.openvino_minilm).
+# openvino: 16-text batches, which its CPU plugin runs faster per text than 64 (docs/benchmarks.md).
 BATCH_SIZES = {"onnx": 64, "onnx-int8": 1, "openvino": 16}
 # Part of int8's vector source: its vectors depend on how texts are run as well as on the recipe.
 INT8_ENCODING = "one-text-per-run"

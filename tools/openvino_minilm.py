@@ -1,8 +1,9 @@
 """all-MiniLM-L6-v2 on OpenVINO's CPU plugin: the ONNX runtime's verified float32 export, computed in bfloat16
 where the CPU has bfloat16 arithmetic (AVX-512 BF16, AMX), else in float32. That is the bulk (ingest) encode;
-queries and short encodes stay on ONNX Runtime in float32 (see _new_session).
+queries and short encodes stay on ONNX Runtime in float32.
 
-Tokenising, batching, pooling and the span vectors are tools.onnx_minilm's; only the forward pass differs.
+Tokenising, batching, pooling and the span vectors are tools.onnx_minilm's; only the forward pass differs
+(see _encode).
 bfloat16 moves the vectors by about 1e-5 in cosine (docs/benchmarks.md, "Session 17, OpenVINO"): they are
 interchangeable with torch's and float32 ONNX's, so the collection identity is the same; caches key on the
 precision too (`vector_source`), so a benchmark never replays another precision's vectors.
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,8 @@ from tools.embeddings import MINILM_SHA256, EmbeddingError, LocalMiniLM
 from tools.onnx_minilm import OnnxMiniLM
 
 RUNTIME = "openvino"
+# Texts from which an encode runs on OpenVINO: four of its batches (tools.onnx_minilm.BATCH_SIZES).
+BULK_TEXTS = 64
 
 
 def import_openvino():
@@ -34,19 +37,19 @@ def import_openvino():
 
 
 class _InferSession:
-    """onnxruntime's `session.run(None, feeds)` over a compiled OpenVINO model: an infer request per calling
-    thread (a request runs one inference at a time; the compiled model is shared)."""
+    """onnxruntime's `session.run(None, feeds)` over a compiled OpenVINO model, one inference at a time: two Python
+    threads running infer requests of one compiled model at once were seen to deadlock inside openvino's input
+    dispatch (docs/benchmarks.md), and a one-stream model runs one request at a time anyway."""
 
     def __init__(self, compiled):
         self._compiled = compiled
-        self._local = threading.local()
+        self._request = compiled.create_infer_request()
+        self._lock = threading.Lock()
 
     def run(self, _outputs, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-        request = getattr(self._local, "request", None)
-        if request is None:
-            request = self._local.request = self._compiled.create_infer_request()
-        result = request.infer(dict(feeds))  # copies the output: the next inference reuses the request's buffer
-        return [result[self._compiled.output(0)]]
+        with self._lock:
+            result = self._request.infer(dict(feeds))  # copies the output: the next inference reuses the buffer
+            return [result[self._compiled.output(0)]]
 
 
 class OpenVinoMiniLM(OnnxMiniLM):
@@ -70,35 +73,43 @@ class OpenVinoMiniLM(OnnxMiniLM):
             ) from exc
         self.precision = "bf16" if "BF16" in capabilities else "f32"
         self.vector_source = f"{LocalMiniLM.model_name}@{RUNTIME}-{self.precision}"
+        self._bulk: _InferSession | None = None
 
     @staticmethod
     def export_of(runtime: str) -> str:
         return "onnx"
 
-    def _streams(self, threads: int, batches: int) -> int:
-        # OpenVINO runs small batches on one core each, side by side, faster than a batch across both cores
-        # (docs/benchmarks.md).
-        return threads if threads > 1 and batches >= 2 * threads else 1
-
-    def _new_session(self, threads: int, streams: int):
-        """Bulk encodes (batches side by side) on OpenVINO; anything shorter — queries, a document of a batch or
-        two — in float32 on ONNX Runtime. A query's vector is then the same bits alone or batched with concurrent
-        questions' (bfloat16's move a little with their batch mates' padding), so a question gets the same answer
-        whoever else is asking; and reading the ONNX graph into OpenVINO, which briefly takes about twice the
-        weights' memory, is paid only by an ingest big enough to gain from it, not by a serving process that
+    def _encode(
+        self,
+        texts: Sequence[str],
+        threads: int,
+        unit_spans: Sequence[Sequence[tuple[int, int]]] | None = None,
+        show_progress: bool = False,
+        session=None,
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Bulk encodes (BULK_TEXTS or more, on several cores) on OpenVINO; anything shorter — queries, a document
+        of a few batches — in float32 on ONNX Runtime. A query's vector is then the same bits alone or batched with
+        concurrent questions' (bfloat16's move a little with their batch mates' padding), so a question gets the
+        same answer whoever else is asking; and reading the ONNX graph into OpenVINO, which briefly takes about twice
+        the weights' memory, is paid only by an ingest big enough to gain from it, not by a serving process that
         publishes one document."""
-        if streams == 1:
-            return super()._new_session(threads, streams)
-        compiled = self._core.compile_model(
-            self._core.read_model(self._model_bytes),
-            "CPU",
-            {
-                "INFERENCE_PRECISION_HINT": self.precision,
-                "INFERENCE_NUM_THREADS": threads * streams,
-                "NUM_STREAMS": streams,  # each stream runs one infer request at a time, on `threads` threads
-                "PERFORMANCE_HINT": "THROUGHPUT",
-                # Threads pinned to cores fight the store's, the query encoder's and the neighbours' threads.
-                "ENABLE_CPU_PINNING": False,
-            },
-        )
-        return _InferSession(compiled)
+        if session is None and threads > 1 and len(texts) >= BULK_TEXTS:
+            session = self._bulk_session(threads)
+        return super()._encode(texts, threads, unit_spans, show_progress, session)
+
+    def _bulk_session(self, threads: int) -> _InferSession:
+        with self._sessions_lock:
+            if self._bulk is None:
+                compiled = self._core.compile_model(
+                    self._core.read_model(self._model_bytes),
+                    "CPU",
+                    {
+                        "INFERENCE_PRECISION_HINT": self.precision,
+                        "INFERENCE_NUM_THREADS": threads,
+                        "PERFORMANCE_HINT": "LATENCY",
+                        # Threads pinned to cores fight the store's, the query encoder's and the neighbours' threads.
+                        "ENABLE_CPU_PINNING": False,
+                    },
+                )
+                self._bulk = _InferSession(compiled)
+            return self._bulk
