@@ -31,7 +31,7 @@ from tools.onnx_export import (
     read_verified,
     verified_onnx_model,
 )
-from tools.onnx_minilm import INT8_ENCODING, OnnxMiniLM
+from tools.onnx_minilm import INT8_ENCODING, OnnxMiniLM, _cpu_count
 from tools.openvino_minilm import OpenVinoMiniLM
 from tools.store import EmbeddingModelMismatch
 
@@ -70,6 +70,10 @@ def openvino_minilm() -> OpenVinoMiniLM:
     return OpenVinoMiniLM(TEST_MODEL_CACHE)
 
 
+# Bulk encodes run on OpenVINO only with a thread to spare for each side (one core: ONNX Runtime does them all).
+needs_two_cores = pytest.mark.skipif(_cpu_count() < 2, reason="OpenVINO runs bulk encodes only on 2+ cores")
+
+
 def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(axis=1)
 
@@ -85,6 +89,7 @@ def test_onnx_vectors_are_torch_vectors(torch_minilm: LocalMiniLM, onnx_minilm: 
     assert float(onnx_minilm.embed_query(TEXTS[0]) @ torch_minilm.embed_query(TEXTS[0])) >= FLOAT32_MIN_COSINE
 
 
+@needs_two_cores
 def test_openvino_vectors_are_torch_vectors(torch_minilm: LocalMiniLM, openvino_minilm: OpenVinoMiniLM) -> None:
     """A bulk encode on OpenVINO (bfloat16 where the CPU has it): document and span vectors interchangeable with
     torch's, so KBs of either serve the other (one identity), and caches tell them apart."""
@@ -92,6 +97,7 @@ def test_openvino_vectors_are_torch_vectors(torch_minilm: LocalMiniLM, openvino_
     texts = [*TEXTS, text] * 11  # enough batches to run side by side on OpenVINO
     spans = [[(0, 3)]] * len(TEXTS) + [[(10, 29), (30, len(text)), (len(text), len(text) + 3)]]
     vectors, units = openvino_minilm.embed_documents_with_units(texts, spans * 11)
+    assert openvino_minilm._bulk is not None  # OpenVINO computed them, not ONNX Runtime
     reference, expected_units = torch_minilm.embed_documents_with_units(texts[: len(spans)], spans)
     assert vectors.shape == (len(texts), 384) and vectors.dtype == np.float32
     assert _cosines(vectors, np.tile(reference, (11, 1))).min() >= OPENVINO_MIN_COSINE
@@ -114,19 +120,101 @@ def test_openvino_that_cannot_load_says_what_to_set(monkeypatch: pytest.MonkeyPa
         OpenVinoMiniLM(TEST_MODEL_CACHE)
 
 
+@needs_two_cores
 def test_openvino_bulk_encodes_from_two_threads_at_once(
     onnx_minilm: OnnxMiniLM, openvino_minilm: OpenVinoMiniLM
 ) -> None:
-    """Two ingests at once (a sync and an upload): both finish, and every row is still its own text's vector."""
+    """Two ingests at once (a sync and an upload): both finish, every row is still its own text's vector, and no two
+    threads are ever inside OpenVINO's inference at once (two were seen to deadlock in its input dispatch)."""
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
     texts = [f"note {i}: the {'rota' if i % 3 else 'budget'} changes " + "every week " * (i % 23) for i in range(90)]
     expected = onnx_minilm.embed_documents(texts)
-    with ThreadPoolExecutor(2) as pool:
-        runs = [pool.submit(openvino_minilm.embed_documents, texts[::step]) for step in (1, 1, 2, 1)]
-        results = [run.result(timeout=120) for run in runs]
+    openvino_minilm.embed_documents(texts)
+    bulk = openvino_minilm._bulk
+    assert bulk is not None
+    inside, most, guard, request = [0], [0], threading.Lock(), bulk._request
+
+    class Counted:
+        def infer(self, feeds):
+            with guard:
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+            try:
+                return request.infer(feeds)
+            finally:
+                with guard:
+                    inside[0] -= 1
+
+    bulk._request = Counted()
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            runs = [pool.submit(openvino_minilm.embed_documents, texts[::step]) for step in (1, 1, 2, 1)]
+            results = [run.result(timeout=120) for run in runs]
+    finally:
+        bulk._request = request
+    assert most[0] == 1
     for step, vectors in zip((1, 1, 2, 1), results, strict=True):
         assert _cosines(vectors, expected[::step]).min() >= OPENVINO_MIN_COSINE
+
+
+@needs_two_cores
+def test_queries_do_not_wait_for_the_first_bulk_compile(onnx_minilm: OnnxMiniLM) -> None:
+    """A serving process's first big ingest compiles the model for OpenVINO (a second or more); questions asked
+    meanwhile are encoded at once, not queued behind it."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    embedder = OpenVinoMiniLM(TEST_MODEL_CACHE)
+    compiling, query_done, query_came_first = threading.Event(), threading.Event(), []
+    real_compile = embedder._core.compile_model
+
+    class SlowCore:
+        def __getattr__(self, name):
+            return getattr(embedder._core_real, name)
+
+        def compile_model(self, *args, **kwargs):
+            compiling.set()
+            query_came_first.append(query_done.wait(timeout=10))  # while this compile is still running
+            return real_compile(*args, **kwargs)
+
+    embedder._core_real, embedder._core = embedder._core, SlowCore()
+    with ThreadPoolExecutor(1) as pool:
+        ingest = pool.submit(embedder.embed_documents, TEXTS * 13)
+        assert compiling.wait(timeout=30)
+        vector = embedder.encode_queries([TEXTS[0]])[0]
+        query_done.set()
+        vectors = ingest.result(timeout=120)
+    assert query_came_first == [True]
+    assert np.array_equal(vector, onnx_minilm.encode_queries([TEXTS[0]])[0])
+    assert embedder._bulk is not None and _cosines(vectors[:1], vector[None]).min() >= OPENVINO_MIN_COSINE
+
+
+@needs_two_cores
+def test_openvino_that_cannot_compile_encodes_on_onnx_runtime(
+    onnx_minilm: OnnxMiniLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    """OpenVINO's ONNX frontend loads only at the first bulk encode: where it cannot, the ingest goes on with ONNX
+    Runtime's float32 vectors (the same identity), says so once, and does not try again for every document."""
+    embedder = OpenVinoMiniLM(TEST_MODEL_CACHE)
+    attempts = []
+
+    class BrokenCore:
+        def compile_model(self, model, *settings):
+            return model
+
+        def read_model(self, model):
+            attempts.append(model)
+            raise RuntimeError("libopenvino_onnx_frontend.so: cannot open shared object file")
+
+    embedder._core = BrokenCore()
+    with caplog.at_level("WARNING", logger="tools.openvino_minilm"):
+        first = embedder.embed_documents(TEXTS * 13)
+        second = embedder.embed_documents(TEXTS * 13)
+    assert np.array_equal(first, onnx_minilm.embed_documents(TEXTS * 13)) and np.array_equal(first, second)
+    assert len(attempts) == 1 and embedder._bulk is None
+    assert "KBBOT_LOCAL_RUNTIME=onnx" in caplog.text and "cannot open shared object" in caplog.text
 
 
 def test_openvino_queries_are_the_same_bits_whoever_else_asks(
@@ -324,7 +412,7 @@ def int8_minilm_source() -> str:
 @pytest.mark.parametrize("runtime", ["onnx", "openvino"])
 def test_the_onnx_paths_never_import_torch_or_telemetry(settings: Settings, tmp_path: Path, runtime: str) -> None:
     """A real process: ingest-style and query encodes through get_embedder; torch must stay out of it, and so
-    must OpenVINO's telemetry (on import it would send a usage event and write a client id under the home)."""
+    must OpenVINO's and ONNX Runtime's telemetry (each would write an id under the home and send usage events)."""
     script = textwrap.dedent(
         """
         import json, sys
@@ -355,6 +443,8 @@ def test_the_onnx_paths_never_import_torch_or_telemetry(settings: Settings, tmp_
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report == {"runtime": runtime, "heavy": []}
     assert not (home / "intel").exists()
+    # ONNX Runtime's own usage telemetry (a device id and an event queue, then an upload) stays off too.
+    assert not (home / ".cache" / "Microsoft").exists()
 
 
 def test_runtime_setting_parsed_and_bad_values_explained(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -28,6 +28,12 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
+# ONNX Runtime's Linux builds (1.2x and later) keep a device id and an event queue under ~/.cache/Microsoft and
+# upload usage events to Microsoft unless this is set before the library first loads; kbbot reaches no network.
+# Every onnxruntime import in tools/ is in this module or tools.onnx_minilm, which imports this one first, and the
+# export child inherits the environment.
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+
 EXPORT_DIR_NAME = "all-MiniLM-L6-v2-onnx"
 OPSET = 17
 # How each file is made; a manifest that names another recipe (an older export or quantisation) is exported

@@ -11,6 +11,7 @@ precision too (`vector_source`), so a benchmark never replays another precision'
 
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 from collections.abc import Mapping, Sequence
@@ -20,6 +21,8 @@ import numpy as np
 
 from tools.embeddings import MINILM_SHA256, EmbeddingError, LocalMiniLM
 from tools.onnx_minilm import OnnxMiniLM
+
+log = logging.getLogger(__name__)
 
 RUNTIME = "openvino"
 # Texts from which an encode runs on OpenVINO: four of its batches (tools.onnx_minilm.BATCH_SIZES).
@@ -74,6 +77,9 @@ class OpenVinoMiniLM(OnnxMiniLM):
         self.precision = "bf16" if "BF16" in capabilities else "f32"
         self.vector_source = f"{LocalMiniLM.model_name}@{RUNTIME}-{self.precision}"
         self._bulk: _InferSession | None = None
+        self._bulk_failed = False
+        # Its own lock: compiling takes a second or more, and queries must not wait for it on _sessions_lock.
+        self._bulk_lock = threading.Lock()
 
     @staticmethod
     def export_of(runtime: str) -> str:
@@ -97,19 +103,32 @@ class OpenVinoMiniLM(OnnxMiniLM):
             session = self._bulk_session(threads)
         return super()._encode(texts, threads, unit_spans, show_progress, session)
 
-    def _bulk_session(self, threads: int) -> _InferSession:
-        with self._sessions_lock:
-            if self._bulk is None:
-                compiled = self._core.compile_model(
-                    self._core.read_model(self._model_bytes),
-                    "CPU",
-                    {
-                        "INFERENCE_PRECISION_HINT": self.precision,
-                        "INFERENCE_NUM_THREADS": threads,
-                        "PERFORMANCE_HINT": "LATENCY",
-                        # Threads pinned to cores fight the store's, the query encoder's and the neighbours' threads.
-                        "ENABLE_CPU_PINNING": False,
-                    },
-                )
+    def _bulk_session(self, threads: int) -> _InferSession | None:
+        """The compiled bulk model, or None (ONNX Runtime's float32 session then runs the encode) where OpenVINO
+        cannot read or compile it: its frontends load only here, so a machine can pass the start-up check and fail
+        now. ONNX Runtime computes the same verified export in float32 — vectors of the same identity — so the
+        ingest goes on, slower, instead of failing every bulk encode."""
+        with self._bulk_lock:
+            if self._bulk is None and not self._bulk_failed:
+                try:
+                    compiled = self._core.compile_model(
+                        self._core.read_model(self._model_bytes),
+                        "CPU",
+                        {
+                            "INFERENCE_PRECISION_HINT": self.precision,
+                            "INFERENCE_NUM_THREADS": threads,
+                            "PERFORMANCE_HINT": "LATENCY",
+                            # Threads pinned to cores fight the store's, the query encoder's and the neighbours'.
+                            "ENABLE_CPU_PINNING": False,
+                        },
+                    )
+                except RuntimeError as exc:
+                    self._bulk_failed = True
+                    log.warning(
+                        "OpenVINO cannot compile the embedding model (%s); documents are encoded by ONNX Runtime "
+                        "instead (the same vectors, slower). Set KBBOT_LOCAL_RUNTIME=onnx to skip this attempt.",
+                        exc,
+                    )
+                    return None
                 self._bulk = _InferSession(compiled)
             return self._bulk
