@@ -258,6 +258,9 @@ ROW_LABEL_WEIGHT = 0.2
 # Two parts share a unit only when neither has another this close in fit (of its PART_OPTIONS best).
 PART_ALTERNATIVE_MARGIN = 0.3
 PART_OPTIONS = 4
+# More clauses than this are a pasted paragraph or a whole conversation, not one question of several parts: no
+# answer quotes a unit for each, and choosing them jointly (PART_OPTIONS ** parts combinations) would not end.
+MAX_PARTS = 6
 # A word shorter than this is no start of a longer one ("ack" → "acknowledge", "prod" → "production").
 MIN_PREFIX_CHARS = 3
 # "When does it fail open?" asked as one part of several is answered by a time or by the condition that sets it off
@@ -277,8 +280,8 @@ class AskedPart:
 
 def asked_parts(question: str) -> list[AskedPart]:
     """The parts a question asks, in its order: clauses joined by and / or / vs / ";" / "?", each with words of its
-    own ("how long for the primary caregiver and for the secondary?" → …primary caregiver, …secondary). One part
-    (or a Chinese question, whose clauses are not split here) gives []."""
+    own ("how long for the primary caregiver and for the secondary?" → …primary caregiver, …secondary). One part,
+    more than MAX_PARTS, or a Chinese question (whose clauses are not split here) gives []."""
     if has_cjk(question):
         return []
     pieces: list[str] = []
@@ -289,7 +292,7 @@ def asked_parts(question: str) -> list[AskedPart]:
             pieces.append(piece)
     pieces = [p.strip(" ,.!?") for p in pieces]
     pieces = [p for p in pieces if _terms(_ASKING_FORM.sub(" ", p))]
-    if len(pieces) < 2:
+    if not 2 <= len(pieces) <= MAX_PARTS:
         return []
     words = [_terms(_ASKING_FORM.sub(" ", p)) for p in pieces]
     parts = []

@@ -145,3 +145,16 @@ def test_a_when_part_is_answered_by_the_condition_that_sets_it_off(answer) -> No
     text = answer("when does the gateway fail open, and who gets paged?", "gateway.md", GATEWAY, "Gateway > Failing")
     assert text.startswith("If a cache call takes longer than 50 ms"), text
     assert "primary is paged" in text, text
+
+
+@pytest.mark.timeout(60)
+def test_a_pasted_paragraph_of_many_clauses_is_answered_as_one_question(answer) -> None:
+    # A whole conversation or a pasted paragraph joins many clauses with "and": choosing a unit for each jointly
+    # grew as PART_OPTIONS ** clauses (4 ** 14 here) and did not end (seen on MTRAG-UN's whole conversations).
+    teams = ("billing", "routing", "mobile", "search", "payments", "identity", "reporting", "platform")
+    passage = " ".join(f"The {t} team deploys on weekdays and reviews its alerts weekly." for t in teams)
+    policies = "travel expense leave laptop remote oncall release hiring bonus pension parking training privacy dress"
+    pasted = " and ".join(f"what is the {p} policy" for p in policies.split()) + "?"
+    assert "[1]" in answer(pasted, "teams.md", passage, "Teams")
+    assert len(answering._PART_BREAK.split(pasted)) > answering.MAX_PARTS
+    assert answering.asked_parts(pasted) == []
