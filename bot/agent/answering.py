@@ -261,12 +261,6 @@ ROW_LABEL_WEIGHT = 0.2
 # Two parts share a unit only when neither has another this close in fit (of its PART_OPTIONS best).
 PART_ALTERNATIVE_MARGIN = 0.3
 PART_OPTIONS = 4
-# A later part that points back at what the question asks about ("…, and can it be made longer?", "what if I'm newer
-# than that?") is most often answered where the document goes on: a unit after the earlier part's best unit (or the
-# lead) in its paragraph states its condition, exception or extension ("Employees with less service still receive…")
-# and fits it by NEXT_UNIT_BONUS more.
-_PART_REFERS_BACK = re.compile(r"\b(?:it|its|they|them|their|that|this|those|these)\b", re.I)
-NEXT_UNIT_BONUS = 0.25
 # A word shorter than this is no start of a longer one ("ack" → "acknowledge", "prod" → "production").
 MIN_PREFIX_CHARS = 3
 # "When does it fail open?" asked as one part of several is answered by a time or by the condition that sets it off
@@ -842,14 +836,6 @@ def _part_picks(
     lead stands for every part."""
     pool = [lead, *(c for c in same_kb if c.score >= PART_SHARE * lead.score and not _fragment(c))]
     fits = _part_fits(parts, pool, evidence)
-    for p in range(1, len(parts)):
-        if not _PART_REFERS_BACK.search(parts[p].text):
-            continue
-        before = fits[p - 1]
-        anchors = [lead, pool[before.index(max(before))]]
-        for i, c in enumerate(pool):
-            if any(_goes_on(a, c, evidence) for a in anchors):
-                fits[p][i] += NEXT_UNIT_BONUS
     options = []
     for row in fits:
         ranked = sorted(range(len(pool)), key=lambda i, row=row: row[i], reverse=True)[:PART_OPTIONS]
@@ -865,13 +851,6 @@ def _part_picks(
         picks = [p for p in picks if not _repeats(p, [pick])]  # a shorter unit the new pick quotes whole
         picks.append(pick)
     return picks if picks != [lead] else []
-
-
-def _goes_on(anchor: _Candidate, candidate: _Candidate, evidence: Sequence[Evidence]) -> bool:
-    """Whether `candidate` comes after `anchor` in the same paragraph of the same chunk."""
-    if candidate.rank != anchor.rank or candidate.position <= anchor.position or not evidence:
-        return False
-    return "\n" not in evidence[anchor.rank].chunk.text[anchor.unit.end : candidate.unit.start]
 
 
 def _cited(evidence: Sequence[Evidence], chosen: Sequence[_Candidate]) -> DraftAnswer:

@@ -156,24 +156,3 @@ def test_a_question_words_one_noun_and_another_are_one_part() -> None:
         "what's the per diem",
         "the hotel cap",
     ]
-
-
-SABBATICAL = (
-    "Where local law gives a longer career break than this policy, the statutory sabbatical rules win.\n\n"
-    "Employees qualify for a paid sabbatical once they have completed 5 years of continuous service. "
-    "Employees with less service can still take up to 4 weeks of unpaid leave.\n\n"
-    "Pension contributions and benefits continue as normal during a sabbatical."
-)
-
-
-def test_a_part_that_points_back_is_answered_where_the_document_goes_on(answer) -> None:
-    # "newer than that" is said in no sentence: the one after the eligibility rule, in its paragraph, answers it.
-    text = answer(
-        "how long do i have to be here to get a sabbatical, and what if i'm newer than that?",
-        "sabbatical.md",
-        SABBATICAL,
-        "Sabbatical policy > Who qualifies",
-    )
-    sentences = text.split(" [1] ")
-    assert sentences[0].startswith("Employees qualify for a paid sabbatical once"), text
-    assert sentences[1].startswith("Employees with less service can still take up to 4 weeks"), "the second part's"
