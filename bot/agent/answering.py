@@ -246,6 +246,9 @@ _ASKS = r"(?:how|what|what's|whats|when|who|whom|where|which|why|is|are|do|does|
 _PART_BREAK = re.compile(rf"\s*(?:[;?]\s*(?={_ASKS})|,?\s+(?:and|&|\+|vs\.?|versus|plus|as well as)\s+)\s*", re.I)
 # "between Christmas and New Year", "from Monday to Friday and …": one span, not two parts.
 _BETWEEN = re.compile(r"\bbetween\s+\S+(?:\s+\S+)?\s*$", re.I)
+# "what day and time is the handoff?": a question word's one noun joined to another by "and" is one thing asked.
+_ASKED_NOUN = re.compile(r"^\s*(?:what|which)\s+[a-z]+\s*$", re.I)
+_ASKS_START = re.compile(rf"^\s*{_ASKS}", re.I)
 # A part's unit must answer the question too, only another part of it: at least this share of the lead's support.
 PART_SHARE = 0.3
 # How a part's unit is chosen among those: the whole question's support, closeness to the part alone, the part's
@@ -286,7 +289,7 @@ def asked_parts(question: str) -> list[AskedPart]:
         return []
     pieces: list[str] = []
     for piece in _PART_BREAK.split(question):
-        if pieces and _BETWEEN.search(pieces[-1]):
+        if pieces and (_BETWEEN.search(pieces[-1]) or (_ASKED_NOUN.match(pieces[-1]) and not _ASKS_START.match(piece))):
             pieces[-1] = f"{pieces[-1]} and {piece}"
         else:
             pieces.append(piece)

@@ -158,3 +158,14 @@ def test_a_pasted_paragraph_of_many_clauses_is_answered_as_one_question(answer) 
     assert "[1]" in answer(pasted, "teams.md", passage, "Teams")
     assert len(answering._PART_BREAK.split(pasted)) > answering.MAX_PARTS
     assert answering.asked_parts(pasted) == []
+
+
+def test_a_question_words_one_noun_and_another_are_one_part() -> None:
+    # "what day and time" asks one thing (when the handoff is), not "what day" and "time is the handoff".
+    parts = answering.asked_parts("what day and time is the oncall handoff and how often can one person be primary?")
+    assert [p.text for p in parts] == ["what day and time is the oncall handoff", "how often can one person be primary"]
+    assert [p.text for p in answering.asked_parts("which plan and what price?")] == ["which plan", "what price"]
+    assert [p.text for p in answering.asked_parts("what's the per diem and the hotel cap?")] == [
+        "what's the per diem",
+        "the hotel cap",
+    ]
