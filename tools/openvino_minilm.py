@@ -5,8 +5,9 @@ queries and short encodes stay on ONNX Runtime in float32.
 Tokenising, batching, pooling and the span vectors are tools.onnx_minilm's; only the forward pass differs
 (see _encode).
 bfloat16 moves the vectors by about 1e-5 in cosine (docs/benchmarks.md, "Session 17, OpenVINO"): they are
-interchangeable with torch's and float32 ONNX's, so the collection identity is the same; caches key on the
-precision too (`vector_source`), so a benchmark never replays another precision's vectors.
+interchangeable with torch's and float32 ONNX's, so the collection identity is the same. Caches key on the bulk
+precision too (`vector_source`), so a benchmark built with bfloat16 documents never replays float32 ones as its own
+(short encodes under that key are ONNX Runtime's float32, as every query is).
 """
 
 from __future__ import annotations
