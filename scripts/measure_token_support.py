@@ -32,7 +32,8 @@ CHUNKS = 5
 FILLERS = re.compile(r"get|do|does|much|many|long|often|need|can|i|we|us|my|our|what|how|when|where|who|which")
 
 
-def word_support(model, query: str, chunks: list[str]) -> list[tuple[str, float]]:
+def token_vectors(model):
+    """A text's word pieces and their normalised contextual vectors, cached across cases (chunks recur)."""
     tokenizer = model.tokenizer
 
     @lru_cache(maxsize=4096)
@@ -41,6 +42,10 @@ def word_support(model, query: str, chunks: list[str]) -> list[tuple[str, float]
         emb = np.asarray(model.encode(text, output_value="token_embeddings", convert_to_numpy=True))
         return tokenizer.convert_ids_to_tokens(ids), emb / np.linalg.norm(emb, axis=1, keepdims=True)
 
+    return vectors
+
+
+def word_support(vectors, query: str, chunks: list[str]) -> list[tuple[str, float]]:
     pieces, query_vectors = vectors(query)
     evidence = np.concatenate([vectors(text)[1][1:-1] for text in chunks])
     words: list[tuple[str, list[int]]] = []
@@ -73,13 +78,13 @@ def main() -> None:
 
     from tools.embeddings import verified_model_dir
 
-    model = SentenceTransformer(str(verified_model_dir()), device="cpu")
+    vectors = token_vectors(SentenceTransformer(str(verified_model_dir()), device="cpu"))
     cases = []
     for row in map(json.loads, args.observed.read_text(encoding="utf-8").splitlines()):
         if row["lang"] != "en" or row["verdict"] not in ("answered_right", "ook_answered") or not row.get("graded"):
             continue
         graded = row["graded"][0]
-        support = word_support(model, graded["query"], [c["text"] for c in graded["chunks"][:CHUNKS]])
+        support = word_support(vectors, graded["query"], [c["text"] for c in graded["chunks"][:CHUNKS]])
         if support:
             values = [s for _, s in support]
             cases.append({"verdict": row["verdict"], "min": min(values), "mean": float(np.mean(values))})

@@ -168,18 +168,18 @@ def test_queries_do_not_wait_for_the_first_bulk_compile(onnx_minilm: OnnxMiniLM)
 
     embedder = OpenVinoMiniLM(TEST_MODEL_CACHE)
     compiling, query_done, query_came_first = threading.Event(), threading.Event(), []
-    real_compile = embedder._core.compile_model
+    real_core = embedder._core
 
     class SlowCore:
         def __getattr__(self, name):
-            return getattr(embedder._core_real, name)
+            return getattr(real_core, name)
 
         def compile_model(self, *args, **kwargs):
             compiling.set()
             query_came_first.append(query_done.wait(timeout=10))  # while this compile is still running
-            return real_compile(*args, **kwargs)
+            return real_core.compile_model(*args, **kwargs)
 
-    embedder._core_real, embedder._core = embedder._core, SlowCore()
+    embedder._core = SlowCore()
     with ThreadPoolExecutor(1) as pool:
         ingest = pool.submit(embedder.embed_documents, TEXTS * 13)
         assert compiling.wait(timeout=30)
