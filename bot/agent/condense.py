@@ -265,6 +265,46 @@ def refers_back(question: str, history: Sequence[Turn]) -> bool:
     return False
 
 
+# "even on weekends?", "per month?", "during probation?": a phrase with no verb and no question word that only
+# qualifies what was just asked; "in berlin?" is a fragment too, but one word was a follow-up already.
+_FRAGMENT = re.compile(
+    r"^\s*(?:even|only|just|still|also)?\s*(?:per|on|at|in|during|over|under|for|from|until|till|by|before|after|"
+    r"within|without|with|outside|including|excluding)\s+\S",
+    re.I,
+)
+
+
+def is_fragment(question: str) -> bool:
+    """Whether a message is a bare qualifying phrase ("even on weekends?", "per month or per year?")."""
+    tokens = raw_tokens(question)
+    return (
+        bool(_FRAGMENT.match(question))
+        and not any(t in _WH_WORDS for t in tokens)
+        and len(content_words(question)) <= MAX_SUBSTITUTION_WORDS
+    )
+
+
+_WH_WORDS = frozenset(["what", "how", "when", "where", "who", "whom", "which", "why", "whats", "what's"])
+
+
+# "do i need to do anything?" after "what does error E-12 mean?", "do we have to file something?": whether one must do
+# something is asked about the thread's thing, which the question does not name again.
+_ASKS_DUTY = re.compile(
+    r"^\s*(?:and|so|but)?[\s,]*(?:do|does|will|would|should|must)\s+(?:i|we|you)\s+(?:(?:still|also|then)\s+)?"
+    r"(?:need|have)\b",
+    re.I,
+)
+_DUTY_WORDS = frozenset(["need", "needs", "have", "anything", "something", "first", "also", "still"])
+# A duty question that says this much of its own is about what it says.
+MAX_DUTY_WORDS = 2
+
+
+def asks_duty_of_thread(question: str) -> bool:
+    """Whether a message asks what one must do without naming what about ("do i need to show anything?")."""
+    own = [w for w in content_words(question) if w not in _DUTY_WORDS]
+    return bool(_ASKS_DUTY.match(question)) and len(own) <= MAX_DUTY_WORDS
+
+
 def is_follow_up(question: str) -> bool:
     if switches_topic(question):
         return False
@@ -279,6 +319,8 @@ def is_follow_up(question: str) -> bool:
         return True
     if has_cjk(question):
         return bool(_CJK_PRONOUN.search(question)) or len(question.strip()) <= 6 or _cjk_elliptic(question)
+    if is_fragment(question):
+        return True
     if pronouns_in(question):
         return not _states_then_asks(question)
     return len(content_words(question)) <= 1
@@ -328,7 +370,9 @@ def condense_offline(
     # A definite noun points back only in a thread without a named subject: with one ("the album" in a thread about a
     # band), the noun is the subject's, and the previous question's words would not say which.
     unnamed = user_turns and not (main_subject(user_turns[-1]) or main_subject(user_turns[0]))
-    points_back = bool(unnamed) and not has_cjk(question) and refers_back(question, history)
+    points_back = not has_cjk(question) and (
+        (bool(unnamed) and refers_back(question, history)) or asks_duty_of_thread(question)
+    )
     if not user_turns or not (is_follow_up(question) or points_back):
         return question
     if not is_follow_up(question):
@@ -336,6 +380,10 @@ def condense_offline(
         # with the words of the thread's question to place it; none of its own words is swapped.
         said = _previous_standalone(history, similarity)
         carried = [w for w in content_words(said) if w not in question.lower() and not _AMOUNT.match(w)]
+        named = main_subject(said)
+        if named and named.lower() not in question.lower():
+            # "E-12" is one name; its words apart ("int", a bare number dropped as an amount) name nothing.
+            carried = [named, *(w for w in carried if w not in named.lower())]
         return f"{question.rstrip('?').strip()} ({' '.join(carried)})" if carried else question
     # "and everywhere else?" after "and in berlin?" after "what's the hotel cap in london?": in a thread of
     # ellipses, the previous question as it stood alone, not its own ellipsis.
@@ -377,6 +425,12 @@ def condense_offline(
                 return f"What happens to {topic} {condition}?"
             return f"{previous.strip().rstrip('?？.').strip()} {condition}?"
         return f"What happens after {asked}?"  # "and then what?"
+    only_asks = _ASKS_ONLY.match(question)
+    if only_asks and _YES_NO.match(previous):
+        # "for how long?" after "can contractors pause their engagement?": the same question, asked
+        # how long; the previous words in brackets would lose which of them the "how long" is about.
+        asked_now = only_asks.group(1).strip()
+        return f"{asked_now} {previous.strip()[:1].lower()}{previous.strip()[1:]}"
     if _CONNECTIVE.match(question) and _stands_alone(core):
         return core  # "and how do I book a meeting room?": a new question, not the thread's
     # "and if it's over 7,500?": a condition on the previous question, whose pronoun is that question's thing.
@@ -450,7 +504,7 @@ def condense_offline(
         swapped = _slot_swapped(previous, phrase, similarity)
         if swapped:
             return swapped  # "what about contractors?" after "… does the primary caregiver get?"
-    if not replacements and _CONDITION.match(core):
+    if not replacements and (_CONDITION.match(core) or is_fragment(question)):
         return f"{previous.strip().rstrip('?？.').strip()} {core.rstrip('?').strip()}?"
     if not replacements and _WHAT_IF.match(question):
         # "what if I'm remote?": the previous question, under that condition.
@@ -476,6 +530,14 @@ def condense_offline(
 
 
 MAX_SUBSTITUTION_WORDS = 3
+# A follow-up that is only a question phrase: "for how long?", "how much?", "and by when?".
+_ASKS_ONLY = re.compile(
+    r"^\s*(?:and|but|so|ok(?:ay)?)?[\s,]*((?:for|until|till|by|since|from)?\s*"
+    r"(?:how\s+(?:long|much|many|often|soon|far|early|late)|when|where|who|which))\s*[?.!]*\s*$",
+    re.I,
+)
+# A question answered yes or no ("can I …?", "do contractors …?"), which a bare "how long?" turns into its how long.
+_YES_NO = re.compile(r"^\s*(?:do|does|did|can|could|is|are|was|were|will|would|should|may|must|has|have)\b", re.I)
 # A value, not a name: "10000", "$1,500", "25th" (a code such as "sev3" or "401k" names a thing).
 _AMOUNT = re.compile(r"^\$?\d[\d,.]*(?:st|nd|rd|th)?$")
 # "and how do I book a meeting room?" asks a question of its own; "so when should i not deploy classic?" (two words)

@@ -180,3 +180,39 @@ def test_that_as_the_subject_of_a_do_question_is_a_pronoun_but_that_before_a_nou
     assert condense_offline("does that count?", history) == "does the limit for taking a client to dinner count?"
     # Here a verb follows the word after "that": "that card" is a determiner phrase, not the thread's limit.
     assert condense_offline("does that card cover the wine?", history).startswith("does that card cover the wine")
+
+
+def test_a_bare_qualifying_phrase_is_the_previous_question_qualified() -> None:
+    # "even on weekends?" was searched as it stood (no verb, one content word too many for an ellipsis): cosine 0.13.
+    history = thread("when can we ship to production?", "Production deploys are allowed Monday to Thursday. [1]")
+    for fragment in ("even on weekends?", "per quarter?", "only during business hours?"):
+        assert is_follow_up(fragment)
+        rewrite = condense_offline(fragment, history)
+        assert rewrite.startswith("when can we ship to production") and fragment.rstrip("?") in rewrite, rewrite
+    assert not is_follow_up("for contractors, what is the notice period for leave?")  # asks its own question
+
+
+def test_a_bare_how_long_after_a_yes_no_question_asks_that_question_how_long() -> None:
+    # It was "for how long (work abroad entity)": the bracketed words lost what the "how long" was about.
+    history = thread("can i work abroad from a country with no lumen office?", "Yes, for a limited time. [1]")
+    assert (
+        condense_offline("for how long?", history)
+        == "for how long can i work abroad from a country with no lumen office?"
+    )
+    assert (
+        condense_offline("and how often?", thread("do we review alerts?", "Yes. [1]"))
+        == "how often do we review alerts?"
+    )
+    # After a question that already asks how much, nothing is turned around.
+    assert not condense_offline(
+        "how long?", thread("what is the sabbatical policy?", "Up to 3 months. [1]")
+    ).startswith("how long what")
+
+
+def test_a_duty_question_that_names_nothing_asks_about_the_threads_thing() -> None:
+    # "do i need to do anything?" after "what does INT-401 mean?" was searched alone (cosine 0.08).
+    history = thread("what does INT-401 mean?", "The partner system rejected the stored credentials. [1]")
+    rewrite = condense_offline("do i need to do anything?", history)
+    assert "INT-401" in rewrite, rewrite
+    own = "do we have to register the laptop with the security team before travelling abroad?"
+    assert condense_offline(own, history) == own  # enough words of its own: asked as it is
