@@ -181,6 +181,26 @@ def test_pdf_pages_become_locations(tmp_path: Path) -> None:
     assert "within 5 minutes" in sections["p. 3"]
 
 
+def test_pdf_running_header_and_page_numbers_are_not_page_text(tmp_path: Path) -> None:
+    """A line on every page's edge and "Page N of M" footers are page furniture. Glued to a page's first sentence,
+    "Lumen Engineering Runbook - dispatch-db-prod Procedure: ..." was quoted as an answer."""
+    header = "Lumen Engineering Runbook - dispatch-db-prod"
+    bodies = ["Runbook: failover.\nPage the DBA first.", "Procedure:\nPromote the replica.", "Contacts:\nAsk in #dbre."]
+    path = write_pdf(tmp_path / "runbook.pdf", [f"{header}\n{body}\nPage {n} of 3" for n, body in enumerate(bodies, 1)])
+    pages = [s.text for s in parse_file(path).sections]
+    assert pages == [
+        "Runbook: failover.\nPage the DBA first.",
+        "Procedure:\nPromote the replica.",
+        "Contacts:\nAsk in #dbre.",
+    ]
+
+
+def test_pdf_a_line_on_one_page_only_is_kept(tmp_path: Path) -> None:
+    path = write_pdf(tmp_path / "plan.pdf", ["Summary of the plan.\nRevenue grows.", "Risks.\nChurn rises."])
+    pages = [s.text for s in parse_file(path).sections]
+    assert "Summary of the plan." in pages[0] and "Risks." in pages[1]
+
+
 def test_pdf_blank_page_is_skipped_but_numbering_stays(tmp_path: Path) -> None:
     path = write_pdf(tmp_path / "gaps.pdf", ["First page text.", "", "Third page text."])
     assert [s.location for s in parse_file(path).sections] == ["p. 1", "p. 3"]

@@ -119,9 +119,9 @@ FILE_CHANGED = "the file changed while it was being ingested; ingest it again"
 # Bump when parsing or chunking changes what a file becomes, or what is stored per chunk (v5: answer-unit
 # vectors; v6: answer units follow sentences across hard line breaks, so their saved vectors must be
 # pooled over the new spans; v7: a short sentence or a paragraph's heading is no longer glued to a run of table
-# cells, and a command synopsis is no table — session 6 changed that without bumping): every document then
-# re-ingests once.
-PIPELINE_VERSION = b"kbbot-pipeline-7"
+# cells, and a command synopsis is no table — session 6 changed that without bumping; v8: a PDF's running header and
+# page numbers are no longer glued to each page's text): every document then re-ingests once.
+PIPELINE_VERSION = b"kbbot-pipeline-8"
 
 
 def _pipeline_prefix(window: ChunkWindow) -> bytes:

@@ -556,15 +556,18 @@ def _parse_pdf(raw: bytes, path: Path, limits: ParseLimits) -> ParsedDocument:
                 raise UnreadableDocument(limits.pages_refusal(declared, declared=True))
             if len(reader.pages) > limits.max_pdf_pages:
                 raise UnreadableDocument(limits.pages_refusal(len(reader.pages)))
-            sections, chars = [], 0
-            for number, page in enumerate(reader.pages, start=1):
+            pages, chars = [], 0
+            for page in reader.pages:
                 if time.monotonic() > deadline:
                     raise UnreadableDocument(limits.timeout_refusal())
-                text = _join_pdf_lines(page.extract_text() or "")
-                chars += len(text)
+                pages.append((page.extract_text() or "").splitlines())
+                chars += sum(len(line) + 1 for line in pages[-1])
                 if chars > limits.max_chars:
                     raise UnreadableDocument(limits.chars_refusal())
-                sections.append(Section(text, f"p. {number}"))
+            sections = [
+                Section(_join_pdf_lines("\n".join(lines)), f"p. {number}")
+                for number, lines in enumerate(_without_running_lines(pages), start=1)
+            ]
             title = (reader.metadata.title if reader.metadata else None) or path.stem
     except UnreadableDocument:
         raise
@@ -606,6 +609,39 @@ def _decrypts_with_empty_password(reader) -> bool:
         return reader.decrypt("") != PasswordType.NOT_DECRYPTED
     except Exception:  # an unsupported algorithm or a broken /Encrypt dictionary: still encrypted
         return False
+
+
+# Page furniture: a line at the top or bottom of most pages that is the same but for its numbers ("Page 2 of 3",
+# "CONFIDENTIAL - FY2027 Financial Plan"). Glued to a page's first sentence it read as part of the answer.
+_PAGE_EDGE = 2  # lines from the top and from the bottom of a page where a running line may sit
+_PAGE_NUMBER = re.compile(r"^(?:page\s*)?#(?:\s*(?:of|/)\s*#)?$|^-\s*#\s*-$", re.I)
+
+
+def _edge_key(line: str) -> str:
+    return re.sub(r"\d+", "#", " ".join(line.split())).lower()
+
+
+def _without_running_lines(pages: list[list[str]]) -> list[list[str]]:
+    """Each page's lines without its running header and footer: a line on the edge of most pages (at least two),
+    and a bare page number. (A running header repeats the document's title or a label such as "CONFIDENTIAL":
+    kept even once, it was quoted as an answer's lead.)"""
+
+    def edges(lines: list[str]) -> set[int]:
+        filled = [i for i, line in enumerate(lines) if line.strip()]
+        return set(filled[:_PAGE_EDGE] + filled[-_PAGE_EDGE:])
+
+    seen: dict[str, int] = {}
+    for lines in pages:
+        for key in {_edge_key(lines[i]) for i in edges(lines)}:
+            seen[key] = seen.get(key, 0) + 1
+    texts = sum(1 for lines in pages if any(line.strip() for line in lines))
+    running = {key for key, count in seen.items() if count >= 2 and count * 3 >= texts * 2}
+    cleaned = []
+    for lines in pages:
+        edge = edges(lines)
+        furniture = {i for i in edge if _PAGE_NUMBER.match(_edge_key(lines[i])) or _edge_key(lines[i]) in running}
+        cleaned.append([line for i, line in enumerate(lines) if i not in furniture])
+    return cleaned
 
 
 _PDF_BLOCK_START = re.compile(r"^\s*(?:[-•*▪◦]|\d{1,2}[.)]\s|[A-Z][A-Za-z ]{0,40}$)")
