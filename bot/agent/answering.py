@@ -496,7 +496,7 @@ def extractive_answer(
     return draft
 
 
-def _disclaims(text: str, query_terms: Collection[str]) -> bool:
+def disclaims(text: str, query_terms: Collection[str]) -> bool:
     """Whether `text` says its document leaves the question's subject to another ("It does not cover employee
     expense claims, which follow the expenses policy…" for "who approves a $5,000 expense claim?")."""
     for match in _NOT_COVERED.finditer(text):
@@ -505,6 +505,11 @@ def _disclaims(text: str, query_terms: Collection[str]) -> bool:
         if subject and sends_elsewhere and len(subject & set(query_terms)) >= DISCLAIMED_SHARE * len(subject):
             return True
     return False
+
+
+def leaves_to_another(text: str, query: str) -> bool:
+    """Whether `text` leaves the subject of `query` to another document (`disclaims`, with the query's terms)."""
+    return disclaims(text, _terms(query))
 
 
 def score_units(
@@ -582,7 +587,7 @@ def score_units(
     off_topic = {rank for rank, e in enumerate(evidence) if not names_all(e, names)}
     # A document that says the question's subject is another document's business: all its passages, on top of any
     # other sign that they are about something else (a disclaimer shares the very words it disclaims).
-    disclaiming = {(e.chunk.kb, e.chunk.document) for e in evidence if _disclaims(e.chunk.text, query_terms)}
+    disclaiming = {(e.chunk.kb, e.chunk.document) for e in evidence if disclaims(e.chunk.text, query_terms)}
     disclaimed = {rank for rank, e in enumerate(evidence) if (e.chunk.kb, e.chunk.document) in disclaiming}
     # So are a Chinese question's place and organisation names, per unit (its headings counted): "去深圳出差酒店"
     # is answered by the line that names 深圳, not by the meal allowance of the passage ranked above it.

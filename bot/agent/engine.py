@@ -182,13 +182,18 @@ class AnswerEngine:
     def choose(self, query: str, probes: Probes, targets: Mapping[str, KbTarget], llm: LlmAccess) -> Outcome[list[str]]:
         """Which of the probed KBs to search. The LLM may only pick among them."""
         descriptions = {kb: t.description for kb, t in targets.items()}
+        disclaiming = [
+            kb
+            for kb, probe in probes.items()
+            if probe.result.evidence and answering.leaves_to_another(probe.result.evidence[0].chunk.text, query)
+        ]
         return llm_step(
             fallback.ROUTE,
             llm,
             lambda: routing.route_messages(query, list(probes.values()), descriptions),
             routing.RouteChoice,
             lambda choice: routing.usable_choice(choice, probes),
-            lambda: routing.choose_kbs(list(probes.values())),
+            lambda: routing.choose_kbs(list(probes.values()), disclaiming),
             wanted=len(probes) > 1,
         )
 

@@ -84,13 +84,19 @@ def rank_probes(probes: Sequence[KbProbe]) -> list[KbProbe]:
     return sorted(probes, key=lambda p: p.score, reverse=True)
 
 
-def choose_kbs(probes: Sequence[KbProbe]) -> list[str]:
-    """The best KB, plus any within the co-route margin."""
+def choose_kbs(probes: Sequence[KbProbe], disclaiming: Collection[str] = ()) -> list[str]:
+    """The best KB, plus any within the co-route margin; and the runner-up too when the best is one of
+    `disclaiming`, whose best passage leaves the question's subject to another document ("It does not cover
+    employee expense claims, which follow the expenses policy in the People handbook"): that is not where the
+    answer is, however close its words are."""
     ranked = rank_probes(probes)
     if not ranked:
         return []
     best = ranked[0].score
-    return [p.kb for p in ranked if best - p.score <= CO_ROUTE_MARGIN][:2]
+    chosen = [p.kb for p in ranked if best - p.score <= CO_ROUTE_MARGIN][:2]
+    if len(chosen) == 1 and chosen[0] in disclaiming and len(ranked) > 1:
+        chosen.append(ranked[1].kb)
+    return chosen
 
 
 def description_similarities(

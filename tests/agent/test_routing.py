@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-from bot.agent import routing
+from bot.agent import answering, routing
 from bot.agent.engine import AnswerEngine
 from bot.agent.models import KbTarget
+from tools.search import Evidence, SearchResult
+from tools.store import StoredChunk
 
 # An API reference: the concurrency limit is one sentence of a long section about other limits.
 API_REFERENCE = """# Dispatch API reference
@@ -128,3 +130,25 @@ def test_the_answer_leads_with_the_document_that_states_it(people_engine):
     assert answer.status == "answered", answer.answer
     assert answer.citations[0].document == "equipment.md"
     assert "every 3 years" in answer.answer
+
+
+QUERY_8K = "who approves an 8k expense claim?"
+
+
+def test_a_kb_whose_best_passage_leaves_the_subject_elsewhere_is_not_searched_alone() -> None:
+    # "who approves an 8k expense claim?": the spend policy (finance) scored just above the expenses policy
+    # (people) and was searched alone, though its best passage says expense claims are the other's business.
+    def probe(kb: str, text: str, cosine: float) -> routing.KbProbe:
+        stored = StoredChunk(f"{kb}/doc.md@v1#0", kb, "doc.md", 1, 0, "doc", "doc", text)
+        return routing.KbProbe(kb, SearchResult(kb, "q", [Evidence(stored, 1.0, cosine, 1.0)]), 0.0)
+
+    spend = (
+        "This policy sets who must approve purchase commitments. It does not cover employee expense claims, "
+        "which follow the expenses policy in the People handbook."
+    )
+    probes = [probe("finance", spend, 0.60), probe("people", "Over $7,500: the VP Finance approves.", 0.50)]
+    assert routing.choose_kbs(probes) == ["finance"]
+    disclaiming = [p.kb for p in probes if answering.leaves_to_another(p.result.evidence[0].chunk.text, QUERY_8K)]
+    assert disclaiming == ["finance"]
+    assert routing.choose_kbs(probes, disclaiming) == ["finance", "people"]
+    assert not answering.leaves_to_another(spend, "who approves a $40,000 software contract?")
