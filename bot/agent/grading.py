@@ -133,6 +133,10 @@ _AMOUNT_MARK = re.compile(
 )
 
 
+# The hour of a time of day ("11:30pm", "10 pm") is no name either: rules state hours in their own spelling.
+_CLOCK_AFTER = re.compile(r"(?::\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.)(?!\w)", re.I)
+
+
 def specific_terms(question: str) -> list[str]:
     """Names and numbers in the question that an answer must be about (not sentence-initial words, not
     amounts of money)."""
@@ -140,7 +144,9 @@ def specific_terms(question: str) -> list[str]:
     return [
         m.group(1)
         for m in _SPECIFIC.finditer(text)
-        if m.group(1).lower() not in _CALENDAR and not _AMOUNT_MARK.search(text[: m.start(1)])
+        if m.group(1).lower() not in _CALENDAR
+        and not _AMOUNT_MARK.search(text[: m.start(1)])
+        and not _CLOCK_AFTER.match(text[m.end(1) :])
     ]
 
 
@@ -633,8 +639,9 @@ def near_misses(
     absent: list[str] = []
     if asks_about_names(query) or (asked and asked != query and asks_about_names(asked)):
         terms = [joined_terms(e.chunk.document, e.chunk.header, e.chunk.text) for e in evidence]
-        # (as written, give or take punctuation: "401k" is "401(k)"; "50k" is an amount, not a name)
-        named = [n for n in identifiers(query) if not _AMOUNT.match(n)]
+        # (as written, give or take punctuation: "401k" is "401(k)"; "50k" is an amount, not a name, and so are
+        # a clock time and a multiplier: "paged at 3am" asks about the night hours a rule states otherwise)
+        named = [n for n in identifiers(query) if not _AMOUNT.match(n) and not _MEASURE.match(n)]
         named += [m.group(0) for m in _RANKED.finditer(query)] + _COMPOUND.findall(query)
         absent = [n for n in named if not any(mentions(text, s) for text in texts for s in spellings(n))]
         for name in specific_terms(query):
@@ -709,6 +716,9 @@ _RANKED = re.compile(
 # A name of three or more hyphenated parts ("dispatch-db-staging"), as hosts and services are named.
 _COMPOUND = re.compile(r"(?<![\w-])[a-z][a-z0-9]*(?:-[a-z0-9]+){2,}(?![\w-])", re.I)
 _AMOUNT = re.compile(r"^\d+(?:[.,]\d+)?(?:k|m|bn|mm)$", re.I)
+# A time of day ("3am", "11pm", "9:30pm") or a multiplier ("2x", "1.5x"): a measure the asker brings, which a
+# document writes in its own spelling ("between 22:00 and 07:00", "above 3x"), never a name.
+_MEASURE = re.compile(r"^\d{1,2}(?:[:.]\d{2})?(?:am|pm)$|^\d+(?:[.,]\d+)?x$", re.I)
 _HEADS = "plan|tier|office|edition|package|subscription|branch|campus|team|policy|level"
 _NAMED_BY_HEAD = re.compile(rf"(?<!^)\b((?:[A-Z][\w-]*\s+)+)(?:{_HEADS})s?\b")
 

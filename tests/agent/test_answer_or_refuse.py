@@ -372,3 +372,18 @@ def test_a_hyphenated_number_that_is_no_duration_supplies_none():
     assert not grading.cues.supplies(
         "Use the 2-factor login on bastion-01.", grading.cues.expected_answers("how long is the free trial?")
     )
+
+
+# --- words the asker types that are no names the documents must repeat (session 19, near-miss precision) ---
+
+
+def test_a_clock_time_or_a_multiplier_is_no_name_the_evidence_must_repeat():
+    oncall = _evidence("oncall.md", "If you are paged between 22:00 and 07:00, you may start late the next day.", 0.5, 0.5)
+    limits = _evidence("limits.md", "Overrides up to 3x can be set by any engineer; above 3x needs the lead.", 0.5, 0.5)
+
+    assert grading.near_misses("got paged at 3am, can i start late?", [oncall]) == []
+    assert grading.near_misses("paged at 11:30pm, can i start late?", [oncall]) == []
+    assert grading.near_misses("who approves a 5x override?", [limits]) == []
+    assert grading.near_misses("who approves a 2.5x override?", [limits]) == []
+    # a code is still a name: a severity or a host the evidence never names is a near miss
+    assert "sev5" in grading.near_misses("who approves a 5x override for the sev5?", [limits])
