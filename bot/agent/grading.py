@@ -726,10 +726,17 @@ _NAMED_BY_HEAD = re.compile(rf"(?<!^)\b((?:[A-Z][\w-]*\s+)+)(?:{_HEADS})s?\b")
 _SHORT_YEAR = re.compile(r"^(FY|CY|H[12]FY|Q[1-4]FY)(\d{2})$", re.I)
 
 
+# A code typed in the plural ("sev2s", "p1s"): several things of that code, which a document names in the singular.
+_CODE_PLURAL = re.compile(r"^([a-z]+\d+)s$", re.I)
+
+
 def spellings(name: str) -> list[str]:
-    """The ways a document may write a name: a fiscal year "FY27" is "FY2027" in a board plan."""
+    """The ways a document may write a name: a fiscal year "FY27" is "FY2027" in a board plan; "sev2s" is "SEV2"."""
     short = _SHORT_YEAR.match(name)
-    return [name, f"{short.group(1)}20{short.group(2)}"] if short else [name]
+    if short:
+        return [name, f"{short.group(1)}20{short.group(2)}"]
+    plural = _CODE_PLURAL.match(name)
+    return [name, plural.group(1)] if plural else [name]
 
 
 # Kinds of thing a company names its instances of: "pet insurance" when the documents know of life and

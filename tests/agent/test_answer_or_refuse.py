@@ -387,3 +387,12 @@ def test_a_clock_time_or_a_multiplier_is_no_name_the_evidence_must_repeat():
     assert grading.near_misses("who approves a 2.5x override?", [limits]) == []
     # a code is still a name: a severity or a host the evidence never names is a near miss
     assert "sev5" in grading.near_misses("who approves a 5x override for the sev5?", [limits])
+
+
+def test_a_code_in_the_plural_is_the_code_the_documents_name():
+    levels = _evidence("severity.md", "SEV1: engaged within 5 minutes. SEV2: within 15 minutes; postmortem required.", 0.5, 0.5)
+
+    assert grading.near_misses("do sev2s need a postmortem?", [levels]) == []
+    assert grading.near_misses("how fast are SEV1s picked up?", [levels]) == []
+    # the plural of a code no document names is still a near miss
+    assert grading.near_misses("do sev5s need a postmortem?", [levels]) == ["sev5s"]
