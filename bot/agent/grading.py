@@ -793,13 +793,25 @@ def unnamed_kinds(
         if heads and modifier(word):
             head = heads[0]
             kind = " ".join(words[i + 1 : words.index(head, i + 1) + 1])
-            if unknown(word):
+            if unknown(word) and not abbreviates(word, head, texts):
                 found.append(f"{word} {head}")
             elif " " in kind and unnamed_variant(word, kind, texts):
                 found.append(f"{word} {kind}")
         elif "-" in word and joined_unknown(word):
             found.append(word)
     return list(dict.fromkeys(found))
+
+
+_MIN_ABBREVIATION = 4  # shorter beginnings ("pro", "env") start too many unrelated words
+
+
+def abbreviates(word: str, head: str, texts: Sequence[str]) -> bool:
+    """Whether `word` is the beginning of a word the evidence writes right before the kind ("corp card" for its
+    "corporate card"): people shorten the documents' words, and a shortened word is no other thing."""
+    if len(word) < _MIN_ABBREVIATION:
+        return False
+    pattern = rf"\b{re.escape(word)}[a-z]+[\s-]+{re.escape(head.rstrip('s'))}s?\b"
+    return any(re.search(pattern, text, re.I) for text in texts)
 
 
 def unnamed_variant(word: str, kind: str, texts: Sequence[str]) -> bool:

@@ -396,3 +396,14 @@ def test_a_code_in_the_plural_is_the_code_the_documents_name():
     assert grading.near_misses("how fast are SEV1s picked up?", [levels]) == []
     # the plural of a code no document names is still a near miss
     assert grading.near_misses("do sev5s need a postmortem?", [levels]) == ["sev5s"]
+
+
+def test_a_shortened_word_of_the_documents_before_a_kind_is_that_kind():
+    cards = _evidence("expenses.md", "The standard monthly limit of a Corporate Card is $5,000.", 0.5, 0.5)
+    known = lambda term: term not in {"corp", "platinum", "pro"}  # noqa: E731
+
+    assert grading.unnamed_kinds("what's the monthly limit on the corp card?", [cards], known) == []
+    assert grading.unnamed_kinds("what's the limit on corp cards?", [cards], known) == []
+    # a word the documents never use before the kind, or too short to stand for one, is still a near miss
+    assert grading.unnamed_kinds("what's the limit on the platinum card?", [cards], known) == ["platinum card"]
+    assert grading.unnamed_kinds("what's the limit on the pro card?", [cards], known) == ["pro card"]
