@@ -674,13 +674,15 @@ _TIER_SUFFIX = re.compile(r"\b([a-z][\w-]*)\s+(plus|pro|premium|lite|ultra|advan
 def tier_variants(query: str, texts: Sequence[str]) -> list[str]:
     """A name the documents use (capitalised, as a name) with a tier's suffix they never give it: "starter
     plus" when the pricing page names Starter, Growth and Enterprise. (The suffix on a word the documents do
-    not use as a name is no tier of theirs: "plus" in "the one plus the other".)"""
+    not use as a name is no tier of theirs: "plus" in "the one plus the other". Nor is a word capitalised only
+    where a line, list item or table cell begins, "Keyboard and mouse | $150": any word is, there.)"""
     found = []
     for match in _TIER_SUFFIX.finditer(query):
         name = match.group(1)
         if name.lower() in STOPWORDS or name.lower() in _GENERIC_MODIFIERS:
             continue
-        if any(re.search(rf"(?<![.!?]\s)(?<!^)\b{re.escape(name.capitalize())}\b", text) for text in texts):
+        as_name = rf"(?<![.!?]\s)(?<!^)(?<![-*|•]\s)\b{re.escape(name.capitalize())}\b"
+        if any(re.search(as_name, text, re.M) for text in texts):
             found.append(f"{name} {match.group(2)}")
     return found
 

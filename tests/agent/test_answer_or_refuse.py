@@ -407,3 +407,15 @@ def test_a_shortened_word_of_the_documents_before_a_kind_is_that_kind():
     # a word the documents never use before the kind, or too short to stand for one, is still a near miss
     assert grading.unnamed_kinds("what's the limit on the platinum card?", [cards], known) == ["platinum card"]
     assert grading.unnamed_kinds("what's the limit on the pro card?", [cards], known) == ["pro card"]
+
+
+def test_a_word_capitalised_only_where_a_line_begins_takes_no_tier_suffix():
+    equipment = _evidence(
+        "equipment.md", "Item | Limit\nHeadset | $120\nKeyboard and mouse | $150\n- Medical cover: Bluestone.", 0.5, 0.5
+    )
+    pricing = _evidence("pricing.md", "Starter: up to 25 vehicles.\n- Everything in Starter, plus geofences.", 0.5, 0.5)
+
+    assert grading.tier_variants("and keyboard plus mouse?", [equipment.chunk.text]) == []
+    assert grading.tier_variants("what share of the medical premium is paid?", [equipment.chunk.text]) == []
+    # a name the documents write mid-sentence still takes no suffix they never give it
+    assert grading.tier_variants("how many vehicles on starter plus?", [pricing.chunk.text]) == ["starter plus"]
