@@ -621,6 +621,10 @@ _NAMED_THING = re.compile(
 )
 
 
+# What documents call a plan of benefits: "Dental cover", "family coverage", "the pension scheme".
+_KIND_WORDING = {"plan": ("plan", "cover", "coverage", "scheme")}
+
+
 def asks_about_names(query: str) -> bool:
     """Whether the query is a question, and so about the names in it. A claim or an abstract used as a query
     (BEIR's) names many things in passing, and the passage that answers it needs not repeat each one."""
@@ -662,7 +666,9 @@ def near_misses(
             if word in STOPWORDS or word in _GENERIC_MODIFIERS or any(word in a.lower() for a in absent):
                 continue
             # "the premium plan" is not answered by an insurance premium: the word must name that kind of thing
-            if not any(_near(word, head, text) for text in texts) and f"{word} {head}" not in absent:
+            # (or what a document calls it: "the dental plan" is its "Dental cover")
+            kinds = _KIND_WORDING.get(head, (head,))
+            if not any(_near(word, kind, text) for kind in kinds for text in texts) and f"{word} {head}" not in absent:
                 absent.append(f"{word} {head}")
     return absent
 

@@ -419,3 +419,18 @@ def test_a_word_capitalised_only_where_a_line_begins_takes_no_tier_suffix():
     assert grading.tier_variants("what share of the medical premium is paid?", [equipment.chunk.text]) == []
     # a name the documents write mid-sentence still takes no suffix they never give it
     assert grading.tier_variants("how many vehicles on starter plus?", [pricing.chunk.text]) == ["starter plus"]
+
+
+def test_a_plan_named_by_what_the_documents_call_its_cover_is_documented():
+    benefits = _evidence(
+        "benefits.md",
+        "You can choose between two plans: a traditional plan and a high-deductible plan. Dental cover is provided "
+        "by Bluestone Dental. Lumen pays $2,000 per year into your HSA for family coverage.",
+        0.5,
+        0.5,
+    )
+
+    assert grading.near_misses("what's the yearly max on the dental plan?", [benefits]) == []
+    assert grading.near_misses("how much goes in my hsa on the family plan?", [benefits]) == []
+    # a word the documents never use about a plan or its cover is still a plan they do not have
+    assert grading.near_misses("what's the deductible on the platinum plan?", [benefits]) == ["platinum plan"]
