@@ -378,7 +378,7 @@ def test_a_hyphenated_number_that_is_no_duration_supplies_none():
 
 
 def test_a_clock_time_or_a_multiplier_is_no_name_the_evidence_must_repeat():
-    oncall = _evidence("oncall.md", "If you are paged between 22:00 and 07:00, you may start late the next day.", 0.5, 0.5)
+    oncall = _evidence("oncall.md", "Paged between 22:00 and 07:00? You may start late the next day.", 0.5, 0.4)
     limits = _evidence("limits.md", "Overrides up to 3x can be set by any engineer; above 3x needs the lead.", 0.5, 0.5)
 
     assert grading.near_misses("got paged at 3am, can i start late?", [oncall]) == []
@@ -390,7 +390,7 @@ def test_a_clock_time_or_a_multiplier_is_no_name_the_evidence_must_repeat():
 
 
 def test_a_code_in_the_plural_is_the_code_the_documents_name():
-    levels = _evidence("severity.md", "SEV1: engaged within 5 minutes. SEV2: within 15 minutes; postmortem required.", 0.5, 0.5)
+    levels = _evidence("severity.md", "SEV1: engaged within 5 minutes. SEV2: postmortem required.", 0.5, 0.5)
 
     assert grading.near_misses("do sev2s need a postmortem?", [levels]) == []
     assert grading.near_misses("how fast are SEV1s picked up?", [levels]) == []
