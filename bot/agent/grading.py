@@ -133,6 +133,10 @@ _AMOUNT_MARK = re.compile(
 )
 
 
+# The hour of a time of day ("11:30pm", "10 pm") is no name either: rules state hours in their own spelling.
+_CLOCK_AFTER = re.compile(r"(?::\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.)(?!\w)", re.I)
+
+
 def specific_terms(question: str) -> list[str]:
     """Names and numbers in the question that an answer must be about (not sentence-initial words, not
     amounts of money)."""
@@ -140,7 +144,9 @@ def specific_terms(question: str) -> list[str]:
     return [
         m.group(1)
         for m in _SPECIFIC.finditer(text)
-        if m.group(1).lower() not in _CALENDAR and not _AMOUNT_MARK.search(text[: m.start(1)])
+        if m.group(1).lower() not in _CALENDAR
+        and not _AMOUNT_MARK.search(text[: m.start(1)])
+        and not _CLOCK_AFTER.match(text[m.end(1) :])
     ]
 
 
@@ -615,6 +621,10 @@ _NAMED_THING = re.compile(
 )
 
 
+# What documents call a plan of benefits: "Dental cover", "family coverage", "the pension scheme".
+_KIND_WORDING = {"plan": ("plan", "cover", "coverage", "scheme")}
+
+
 def asks_about_names(query: str) -> bool:
     """Whether the query is a question, and so about the names in it. A claim or an abstract used as a query
     (BEIR's) names many things in passing, and the passage that answers it needs not repeat each one."""
@@ -633,8 +643,9 @@ def near_misses(
     absent: list[str] = []
     if asks_about_names(query) or (asked and asked != query and asks_about_names(asked)):
         terms = [joined_terms(e.chunk.document, e.chunk.header, e.chunk.text) for e in evidence]
-        # (as written, give or take punctuation: "401k" is "401(k)"; "50k" is an amount, not a name)
-        named = [n for n in identifiers(query) if not _AMOUNT.match(n)]
+        # (as written, give or take punctuation: "401k" is "401(k)"; "50k" is an amount, not a name, and so are
+        # a clock time and a multiplier: "paged at 3am" asks about the night hours a rule states otherwise)
+        named = [n for n in identifiers(query) if not _AMOUNT.match(n) and not _MEASURE.match(n)]
         named += [m.group(0) for m in _RANKED.finditer(query)] + _COMPOUND.findall(query)
         absent = [n for n in named if not any(mentions(text, s) for text in texts for s in spellings(n))]
         for name in specific_terms(query):
@@ -655,7 +666,9 @@ def near_misses(
             if word in STOPWORDS or word in _GENERIC_MODIFIERS or any(word in a.lower() for a in absent):
                 continue
             # "the premium plan" is not answered by an insurance premium: the word must name that kind of thing
-            if not any(_near(word, head, text) for text in texts) and f"{word} {head}" not in absent:
+            # (or what a document calls it: "the dental plan" is its "Dental cover")
+            kinds = _KIND_WORDING.get(head, (head,))
+            if not any(_near(word, kind, text) for kind in kinds for text in texts) and f"{word} {head}" not in absent:
                 absent.append(f"{word} {head}")
     return absent
 
@@ -667,13 +680,15 @@ _TIER_SUFFIX = re.compile(r"\b([a-z][\w-]*)\s+(plus|pro|premium|lite|ultra|advan
 def tier_variants(query: str, texts: Sequence[str]) -> list[str]:
     """A name the documents use (capitalised, as a name) with a tier's suffix they never give it: "starter
     plus" when the pricing page names Starter, Growth and Enterprise. (The suffix on a word the documents do
-    not use as a name is no tier of theirs: "plus" in "the one plus the other".)"""
+    not use as a name is no tier of theirs: "plus" in "the one plus the other". Nor is a word capitalised only
+    where a line, list item or table cell begins, "Keyboard and mouse | $150": any word is, there.)"""
     found = []
     for match in _TIER_SUFFIX.finditer(query):
         name = match.group(1)
         if name.lower() in STOPWORDS or name.lower() in _GENERIC_MODIFIERS:
             continue
-        if any(re.search(rf"(?<![.!?]\s)(?<!^)\b{re.escape(name.capitalize())}\b", text) for text in texts):
+        as_name = rf"(?<![.!?]\s)(?<!^)(?<![-*|•]\s)\b{re.escape(name.capitalize())}\b"
+        if any(re.search(as_name, text, re.M) for text in texts):
             found.append(f"{name} {match.group(2)}")
     return found
 
@@ -709,6 +724,9 @@ _RANKED = re.compile(
 # A name of three or more hyphenated parts ("dispatch-db-staging"), as hosts and services are named.
 _COMPOUND = re.compile(r"(?<![\w-])[a-z][a-z0-9]*(?:-[a-z0-9]+){2,}(?![\w-])", re.I)
 _AMOUNT = re.compile(r"^\d+(?:[.,]\d+)?(?:k|m|bn|mm)$", re.I)
+# A time of day ("3am", "11pm", "9:30pm") or a multiplier ("2x", "1.5x"): a measure the asker brings, which a
+# document writes in its own spelling ("between 22:00 and 07:00", "above 3x"), never a name.
+_MEASURE = re.compile(r"^\d{1,2}(?:[:.]\d{2})?(?:am|pm)$|^\d+(?:[.,]\d+)?x$", re.I)
 _HEADS = "plan|tier|office|edition|package|subscription|branch|campus|team|policy|level"
 _NAMED_BY_HEAD = re.compile(rf"(?<!^)\b((?:[A-Z][\w-]*\s+)+)(?:{_HEADS})s?\b")
 
@@ -716,10 +734,17 @@ _NAMED_BY_HEAD = re.compile(rf"(?<!^)\b((?:[A-Z][\w-]*\s+)+)(?:{_HEADS})s?\b")
 _SHORT_YEAR = re.compile(r"^(FY|CY|H[12]FY|Q[1-4]FY)(\d{2})$", re.I)
 
 
+# A code typed in the plural ("sev2s", "p1s"): several things of that code, which a document names in the singular.
+_CODE_PLURAL = re.compile(r"^([a-z]+\d+)s$", re.I)
+
+
 def spellings(name: str) -> list[str]:
-    """The ways a document may write a name: a fiscal year "FY27" is "FY2027" in a board plan."""
+    """The ways a document may write a name: a fiscal year "FY27" is "FY2027" in a board plan; "sev2s" is "SEV2"."""
     short = _SHORT_YEAR.match(name)
-    return [name, f"{short.group(1)}20{short.group(2)}"] if short else [name]
+    if short:
+        return [name, f"{short.group(1)}20{short.group(2)}"]
+    plural = _CODE_PLURAL.match(name)
+    return [name, plural.group(1)] if plural else [name]
 
 
 # Kinds of thing a company names its instances of: "pet insurance" when the documents know of life and
@@ -776,13 +801,25 @@ def unnamed_kinds(
         if heads and modifier(word):
             head = heads[0]
             kind = " ".join(words[i + 1 : words.index(head, i + 1) + 1])
-            if unknown(word):
+            if unknown(word) and not abbreviates(word, head, texts):
                 found.append(f"{word} {head}")
             elif " " in kind and unnamed_variant(word, kind, texts):
                 found.append(f"{word} {kind}")
         elif "-" in word and joined_unknown(word):
             found.append(word)
     return list(dict.fromkeys(found))
+
+
+_MIN_ABBREVIATION = 4  # shorter beginnings ("pro", "env") start too many unrelated words
+
+
+def abbreviates(word: str, head: str, texts: Sequence[str]) -> bool:
+    """Whether `word` is the beginning of a word the evidence writes right before the kind ("corp card" for its
+    "corporate card"): people shorten the documents' words, and a shortened word is no other thing."""
+    if len(word) < _MIN_ABBREVIATION:
+        return False
+    pattern = rf"\b{re.escape(word)}[a-z]+[\s-]+{re.escape(head.rstrip('s'))}s?\b"
+    return any(re.search(pattern, text, re.I) for text in texts)
 
 
 def unnamed_variant(word: str, kind: str, texts: Sequence[str]) -> bool:

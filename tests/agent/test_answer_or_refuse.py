@@ -372,3 +372,65 @@ def test_a_hyphenated_number_that_is_no_duration_supplies_none():
     assert not grading.cues.supplies(
         "Use the 2-factor login on bastion-01.", grading.cues.expected_answers("how long is the free trial?")
     )
+
+
+# --- words the asker types that are no names the documents must repeat (session 19, near-miss precision) ---
+
+
+def test_a_clock_time_or_a_multiplier_is_no_name_the_evidence_must_repeat():
+    oncall = _evidence("oncall.md", "Paged between 22:00 and 07:00? You may start late the next day.", 0.5, 0.4)
+    limits = _evidence("limits.md", "Overrides up to 3x can be set by any engineer; above 3x needs the lead.", 0.5, 0.5)
+
+    assert grading.near_misses("got paged at 3am, can i start late?", [oncall]) == []
+    assert grading.near_misses("paged at 11:30pm, can i start late?", [oncall]) == []
+    assert grading.near_misses("who approves a 5x override?", [limits]) == []
+    assert grading.near_misses("who approves a 2.5x override?", [limits]) == []
+    # a code is still a name: a severity or a host the evidence never names is a near miss
+    assert "sev5" in grading.near_misses("who approves a 5x override for the sev5?", [limits])
+
+
+def test_a_code_in_the_plural_is_the_code_the_documents_name():
+    levels = _evidence("severity.md", "SEV1: engaged within 5 minutes. SEV2: postmortem required.", 0.5, 0.5)
+
+    assert grading.near_misses("do sev2s need a postmortem?", [levels]) == []
+    assert grading.near_misses("how fast are SEV1s picked up?", [levels]) == []
+    # the plural of a code no document names is still a near miss
+    assert grading.near_misses("do sev5s need a postmortem?", [levels]) == ["sev5s"]
+
+
+def test_a_shortened_word_of_the_documents_before_a_kind_is_that_kind():
+    cards = _evidence("expenses.md", "The standard monthly limit of a Corporate Card is $5,000.", 0.5, 0.5)
+    known = lambda term: term not in {"corp", "platinum", "pro"}  # noqa: E731
+
+    assert grading.unnamed_kinds("what's the monthly limit on the corp card?", [cards], known) == []
+    assert grading.unnamed_kinds("what's the limit on corp cards?", [cards], known) == []
+    # a word the documents never use before the kind, or too short to stand for one, is still a near miss
+    assert grading.unnamed_kinds("what's the limit on the platinum card?", [cards], known) == ["platinum card"]
+    assert grading.unnamed_kinds("what's the limit on the pro card?", [cards], known) == ["pro card"]
+
+
+def test_a_word_capitalised_only_where_a_line_begins_takes_no_tier_suffix():
+    equipment = _evidence(
+        "equipment.md", "Item | Limit\nHeadset | $120\nKeyboard and mouse | $150\n- Medical cover: Bluestone.", 0.5, 0.5
+    )
+    pricing = _evidence("pricing.md", "Starter: up to 25 vehicles.\n- Everything in Starter, plus geofences.", 0.5, 0.5)
+
+    assert grading.tier_variants("and keyboard plus mouse?", [equipment.chunk.text]) == []
+    assert grading.tier_variants("what share of the medical premium is paid?", [equipment.chunk.text]) == []
+    # a name the documents write mid-sentence still takes no suffix they never give it
+    assert grading.tier_variants("how many vehicles on starter plus?", [pricing.chunk.text]) == ["starter plus"]
+
+
+def test_a_plan_named_by_what_the_documents_call_its_cover_is_documented():
+    benefits = _evidence(
+        "benefits.md",
+        "You can choose between two plans: a traditional plan and a high-deductible plan. Dental cover is provided "
+        "by Bluestone Dental. Lumen pays $2,000 per year into your HSA for family coverage.",
+        0.5,
+        0.5,
+    )
+
+    assert grading.near_misses("what's the yearly max on the dental plan?", [benefits]) == []
+    assert grading.near_misses("how much goes in my hsa on the family plan?", [benefits]) == []
+    # a word the documents never use about a plan or its cover is still a plan they do not have
+    assert grading.near_misses("what's the deductible on the platinum plan?", [benefits]) == ["platinum plan"]
