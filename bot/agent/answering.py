@@ -212,6 +212,17 @@ NOT_WHAT_NEXT_PENALTY = 0.15
 NEXT_STEP_BONUS = 0.2
 # A sentence that has the question's words in the question's order ("5 years") is likelier the answer.
 PHRASE_WEIGHT = 0.15
+# The search's order, as a prior: a unit of the chunk ranked r gets RANK_PRIOR / (1 + r), and a unit further
+# down its chunk a little less (POSITION_STEP for each unit before it).
+RANK_PRIOR = 0.05
+POSITION_STEP = 0.005
+# Headings, fragments and lead-ins ("You can choose between two plans:") answer little; nor does a table's
+# header row (or a row with no header to read it with).
+FRAGMENT_PENALTY = 0.2
+HEADER_ROW_PENALTY = 0.2
+# How much a unit's closeness in meaning to the question (its cosine) counts against the lexical score above
+# (CJK_MEANING_WEIGHT of it for a Chinese question).
+MEANING_WEIGHT = 1.0
 # A table row whose cell the question names as written is the row it asks about (near-ties among rows).
 ROW_KEY_BONUS = 0.05
 MAX_HEADING_CHARS = 40
@@ -507,6 +518,20 @@ def _disclaims(text: str, query_terms: Collection[str]) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class UnitFeatures:
+    """What `score_units` added up for one unit before its meaning was weighed (for measuring the weights:
+    scripts/fit_unit_weights.py): `lexical` is the score from these, the sum of each weight times its feature."""
+
+    rank: int
+    position: int
+    reads: str
+    overlap: float  # × LEXICAL_WEIGHT
+    phrase: float  # × PHRASE_WEIGHT
+    flags: frozenset[str]  # the bonuses and penalties that applied (names as in `score_units`)
+    lexical: float
+
+
 def score_units(
     query: str,
     evidence: Sequence[Evidence],
@@ -517,8 +542,10 @@ def score_units(
     asked: str | None = None,
     avoid: Collection[str] = (),
     next_step: str = "",
+    features: list[UnitFeatures] | None = None,
 ) -> list[_Candidate]:
-    """Every answer unit of the evidence, scored for this query, best first."""
+    """Every answer unit of the evidence, scored for this query, best first. `features`, if given, receives
+    each unit's lexical features (UnitFeatures), in the evidence's order."""
     # A Chinese question is matched by its words (rjieba) besides its character bigrams: a unit that has
     # 门禁卡 whole says more than one that shares 门禁; the bigrams still catch a word jieba splits (年/假).
     words = cjk_content_words(query, _written_in(evidence)) if has_cjk(query) else []
@@ -602,47 +629,67 @@ def score_units(
     for (rank, position, unit, body, reads), terms, holds in zip(units, sentence_terms, in_range, strict=True):
         raw = evidence[rank].chunk.text[unit.start : unit.end]
         overlap = sum(weight[t] for t in query_terms & terms) / total_weight
-        score = LEXICAL_WEIGHT * overlap + 0.05 / (1 + rank) - 0.005 * position
+        score = LEXICAL_WEIGHT * overlap + RANK_PRIOR / (1 + rank) - POSITION_STEP * position
+        phrase = len(query_phrases & _phrases(reads)) / len(query_phrases) if query_phrases else 0.0
         if query_phrases:
-            score += PHRASE_WEIGHT * len(query_phrases & _phrases(reads)) / len(query_phrases)
+            score += PHRASE_WEIGHT * phrase
+        flags: list[str] = []
         unplaced = bool(places) and not all(n in f"{evidence[rank].chunk.location}\n{reads}" for n in places)
         if anchors - terms or rank in off_topic or unplaced:
             score -= ANCHOR_PENALTY
+            flags.append("anchor")
         if focus and not focus & terms:
             score -= ANCHOR_PENALTY
+            flags.append("focus")
         if rank in disclaimed:
             score -= DISCLAIMED_PENALTY
+            flags.append("disclaimed")
         if expected and any(pattern.search(reads) for pattern in expected):
             score += ANSWER_TYPE_BONUS
+            flags.append("answer_type")
         # "Who approves a $300k contract?" is answered by the rule whose range holds $300k ("$250,000.01 to
         # $1,000,000: … and the CEO"), not by the rows around it that share its words.
         if holds:
             score += AMOUNT_RANGE_BONUS
+            flags.append("amount_range")
         if asks_allowance and _ALLOWANCE.search(reads):
             score += ALLOWANCE_BONUS
+            flags.append("allowance")
         if asks_first_step and _FIRST_STEP.match(raw):
             score += ANSWER_TYPE_BONUS
+            flags.append("first_step")
         fragment = reading_length(reads) < MIN_ANSWER_READING or unit.kind in ("term", "heading")
         if fragment or reads.endswith((":", "：")):
-            score -= 0.2  # headings, fragments and lead-ins ("You can choose between two plans:") answer little
+            score -= FRAGMENT_PENALTY
+            flags.append("fragment")
         if not asks_syntax and _reads_as_syntax(reads):
             score -= SYNTAX_PENALTY
+            flags.append("syntax")
         if unit.kind == "row" and " | " in unit.text:
-            score -= 0.2  # a table's header row (or a row with no header to read with) answers nothing alone
+            score -= HEADER_ROW_PENALTY
+            flags.append("header_row")
         if words and _CJK_DEFERS.search(reads):
             score -= CJK_DEFER_PENALTY
+            flags.append("cjk_defer")
         if unit.kind == "row" and _names_a_cell(raw, query):
             score += ROW_KEY_BONUS
+            flags.append("row_key")
         # Told already: not what comes next; nor, when it lacks the follow-up's own words ("contractors") that
         # other evidence has, what the follow-up asks about now.
         if (unit.text in avoid or reads in avoid) and (next_step or (focus and not focus & terms)):
             score -= ALREADY_SAID_PENALTY
+            flags.append("already_said")
         if next_step == "otherwise" and not _CONSEQUENCE.search(reads):
             score -= NOT_WHAT_NEXT_PENALTY
+            flags.append("no_consequence")
         if (rank, position) in after_said:
             score += NEXT_STEP_BONUS
+            flags.append("next_step")
         if (rank, position) in before_said:
             score -= NOT_WHAT_NEXT_PENALTY
+            flags.append("before_said")
+        if features is not None:
+            features.append(UnitFeatures(rank, position, reads, overlap, phrase, frozenset(flags), score))
         scored.append(_Candidate(score, rank, position, unit, frozenset(terms), reads, body))
     if query_vector is not None:
         # Meaning first: "handover" must find the sentence that says "handoff".
@@ -664,7 +711,7 @@ def score_units(
             closest: dict[tuple[int, str], float] = {}
             for c, cos in zip(members, vectors @ query_vector, strict=True):
                 closest[(c.rank, c.reads)] = max(float(cos), closest.get((c.rank, c.reads), -1.0))
-            meaning = CJK_MEANING_WEIGHT if has_cjk(query) else 1.0
+            meaning = CJK_MEANING_WEIGHT if has_cjk(query) else MEANING_WEIGHT
             by_part = _part_closeness(asked_parts(asked or query), members, vectors, embed)
             scored = [
                 replace(c, score=c.score + meaning * closest[key], part_meaning=by_part.get(key, ()))
