@@ -64,7 +64,38 @@ FLAGS = (
 NAMES = ("overlap", "rank_prior", "position", "phrase", *FLAGS, "meaning")
 
 
+# The hand-set weights (main at fdc0ba6, before this fit), as score_units applied them.
+HAND = {
+    "overlap": 0.5,
+    "rank_prior": 0.05,
+    "position": -0.005,
+    "phrase": 0.15,
+    "anchor": -0.3,
+    "focus": -0.3,
+    "disclaimed": -0.3,
+    "answer_type": 0.25,
+    "amount_range": 0.25,
+    "allowance": 0.1,
+    "first_step": 0.25,
+    "fragment": -0.2,
+    "syntax": -0.4,
+    "header_row": -0.2,
+    "cjk_defer": -0.2,
+    "row_key": 0.05,
+    "already_said": -0.3,
+    "no_consequence": -0.15,
+    "next_step": 0.2,
+    "before_said": -0.15,
+    "meaning": 1.0,
+}
+
+
 def hand_weights() -> dict[str, float]:
+    return dict(HAND)
+
+
+def engine_weights() -> dict[str, float]:
+    """The weights bot/agent/answering.py applies now."""
     from bot.agent import answering as a
 
     return {
@@ -73,12 +104,12 @@ def hand_weights() -> dict[str, float]:
         "position": -a.POSITION_STEP,
         "phrase": a.PHRASE_WEIGHT,
         "anchor": -a.ANCHOR_PENALTY,
-        "focus": -a.ANCHOR_PENALTY,
+        "focus": -a.FOCUS_PENALTY,
         "disclaimed": -a.DISCLAIMED_PENALTY,
         "answer_type": a.ANSWER_TYPE_BONUS,
         "amount_range": a.AMOUNT_RANGE_BONUS,
         "allowance": a.ALLOWANCE_BONUS,
-        "first_step": a.ANSWER_TYPE_BONUS,
+        "first_step": a.FIRST_STEP_BONUS,
         "fragment": -a.FRAGMENT_PENALTY,
         "syntax": -a.SYNTAX_PENALTY,
         "header_row": -a.HEADER_ROW_PENALTY,
@@ -87,7 +118,7 @@ def hand_weights() -> dict[str, float]:
         "already_said": -a.ALREADY_SAID_PENALTY,
         "no_consequence": -a.NOT_WHAT_NEXT_PENALTY,
         "next_step": a.NEXT_STEP_BONUS,
-        "before_said": -a.NOT_WHAT_NEXT_PENALTY,
+        "before_said": -a.BEFORE_SAID_PENALTY,
         "meaning": a.MEANING_WEIGHT,
     }
 
