@@ -115,7 +115,7 @@ _CJK_ANSWER_TYPES = [(cues.CJK_MAY, cues.CJK_RULING), (cues.CJK_WHOM, cues.CJK_C
 _CJK_DEFERS = re.compile(
     r"按[^，。；\d]{2,24}(?:执行|办理)[。；]?$|(?:详见|参见|请参阅)[^。\d]{0,30}[。；]?$|以[^，。\d]{2,16}为准[。；]?$"
 )
-CJK_DEFER_PENALTY = 0.2
+CJK_DEFER_PENALTY = 0.202  # fitted: UNIT_WEIGHTS_FITTED
 # MiniLM is English-trained: its cosine between a Chinese question and a Chinese sentence varies little with
 # what they say, so for a Chinese question it weighs less against the words the sentence shares.
 CJK_MEANING_WEIGHT = 0.5
@@ -130,7 +130,7 @@ _ASKS_ALLOWANCE = re.compile(
 _ALLOWANCE = re.compile(
     r"\b(?:receives?|received|gets?|entitled|entitlement|earns?|accrues?|allowance|(?:is|are) given)\b", re.I
 )
-ALLOWANCE_BONUS = 0.1
+ALLOWANCE_BONUS = 0.091  # fitted: UNIT_WEIGHTS_FITTED
 # "It does not cover employee expense claims, which follow the expenses policy in the People handbook": a document
 # that says the question's subject is another document's business is not where its answer is, however many words
 # it shares with it. Only a sentence that also names the document it is handled in ("which follow the expenses
@@ -147,8 +147,8 @@ _SENDS_ELSEWHERE = re.compile(
 )
 # The question names this share of the subject a document disclaims: it asks about that subject.
 DISCLAIMED_SHARE = 0.5
-DISCLAIMED_PENALTY = 0.3
-AMOUNT_RANGE_BONUS = 0.25
+DISCLAIMED_PENALTY = 0.304  # fitted: UNIT_WEIGHTS_FITTED
+AMOUNT_RANGE_BONUS = 0.216  # fitted: UNIT_WEIGHTS_FITTED
 _MARKER = re.compile(r"\[(\d{1,3})\]")
 _LIST_ITEM_START = re.compile(r"^\s*(?:[-*•▪]|\d{1,2}[.)])\s+")
 
@@ -189,12 +189,25 @@ def make_citation(n: int, evidence: Evidence, excerpt: str | None = None) -> Cit
     )
 
 
+# UNIT_WEIGHTS_FITTED: the weights score_units adds up (LEXICAL_WEIGHT, PHRASE_WEIGHT, RANK_PRIOR, POSITION_STEP,
+# the bonuses and penalties marked "fitted" here and above; MEANING_WEIGHT held at 1.0 as the scale) were set by
+# hand one case at a time, then fitted jointly by scripts/fit_unit_weights.py: a pairwise logistic loss over
+# (fact unit − other unit) feature differences on the company benchmark's dev cases, kept near the hand values
+# (L2 on each change relative to its hand value, λ = 0.001). Figures, cross-validated and on held-out files:
+# docs/benchmarks.md, "Session 19, answer-unit weights fitted". One exception: SYNTAX_PENALTY, fitted at 0.415,
+# is 0.42: the company benchmark has no man pages (125 of its 9,447 dev evidence units read as syntax, and no dev
+# answer differs between 0.415 and 0.42), while at 0.415 a synopsis line leads "what does git stash push
+# --include-untracked do?" by 0.001 (tests/agent/test_answer_lead.py, issue #13's fragments failure).
 # Sentences re-scored by meaning: the lexical front-runners (answer-type bonus included). Their
 # vectors come from ingest (pooled from their chunk's pass); one missing there costs an encode now.
 SEMANTIC_CANDIDATES = 12
-LEXICAL_WEIGHT = 0.5
-ANSWER_TYPE_BONUS = 0.25
-ANCHOR_PENALTY = 0.3
+LEXICAL_WEIGHT = 0.564  # fitted: UNIT_WEIGHTS_FITTED
+ANSWER_TYPE_BONUS = 0.211  # fitted: UNIT_WEIGHTS_FITTED
+# "What's the first thing?" answered by a procedure's first step.
+FIRST_STEP_BONUS = 0.458  # fitted: UNIT_WEIGHTS_FITTED
+ANCHOR_PENALTY = 0.219  # fitted: UNIT_WEIGHTS_FITTED
+# A follow-up's unit without the follow-up's own words ("contractors") that other evidence has.
+FOCUS_PENALTY = 0.173  # fitted: UNIT_WEIGHTS_FITTED
 MIN_SENTENCE_SCORE = 0.1
 # The lead sentence comes from the top-routed KB unless another KB's best is clearly better supported.
 LEAD_KB_SHARE = 0.75
@@ -206,14 +219,27 @@ LEAD_PASSAGE_TIE = 0.02
 # Two sentences sharing this share of their terms say the same thing (a page ingested as .txt and .html).
 NEAR_DUPLICATE = 0.8
 # A follow-up asking what comes next ("and if I don't?") is not answered by what was just said.
-ALREADY_SAID_PENALTY = 0.3
-NOT_WHAT_NEXT_PENALTY = 0.15
+ALREADY_SAID_PENALTY = 0.179  # fitted: UNIT_WEIGHTS_FITTED
+NOT_WHAT_NEXT_PENALTY = 0.266  # fitted: UNIT_WEIGHTS_FITTED
+# … and for the next step, a unit before the one the thread was told.
+BEFORE_SAID_PENALTY = 0.099  # fitted: UNIT_WEIGHTS_FITTED
 # What comes after the sentence the thread was told is where the document goes on: the next paragraph or item.
-NEXT_STEP_BONUS = 0.2
+NEXT_STEP_BONUS = 0.307  # fitted: UNIT_WEIGHTS_FITTED
 # A sentence that has the question's words in the question's order ("5 years") is likelier the answer.
-PHRASE_WEIGHT = 0.15
+PHRASE_WEIGHT = 0.108  # fitted: UNIT_WEIGHTS_FITTED
+# The search's order, as a prior: a unit of the chunk ranked r gets RANK_PRIOR / (1 + r), and a unit further
+# down its chunk a little less (POSITION_STEP for each unit before it).
+RANK_PRIOR = 0.098  # fitted: UNIT_WEIGHTS_FITTED
+POSITION_STEP = 0.0058  # fitted: UNIT_WEIGHTS_FITTED
+# Headings, fragments and lead-ins ("You can choose between two plans:") answer little; nor does a table's
+# header row (or a row with no header to read it with).
+FRAGMENT_PENALTY = 0.136  # fitted: UNIT_WEIGHTS_FITTED
+HEADER_ROW_PENALTY = 0.237  # fitted: UNIT_WEIGHTS_FITTED
+# How much a unit's closeness in meaning to the question (its cosine) counts against the lexical score above
+# (CJK_MEANING_WEIGHT of it for a Chinese question).
+MEANING_WEIGHT = 1.0
 # A table row whose cell the question names as written is the row it asks about (near-ties among rows).
-ROW_KEY_BONUS = 0.05
+ROW_KEY_BONUS = 0.069  # fitted: UNIT_WEIGHTS_FITTED
 MAX_HEADING_CHARS = 40
 # A short list item is quoted whole: cut at its sentences, the one that shares the question's words may
 # not be the one that answers it ("The disk fills up every 6 weeks. Run `logrotate -f` if the alert fires.").
@@ -235,7 +261,7 @@ MIN_ANSWER_READING = 25
 # It answers a question about the syntax itself only.
 _SYNTAX_TOKEN = re.compile(r"^[\[(<{|-]|[\])>}]$")
 SYNTAX_SHARE = 0.4
-SYNTAX_PENALTY = 0.4
+SYNTAX_PENALTY = 0.42  # fitted, then raised: UNIT_WEIGHTS_FITTED
 _ASKS_SYNTAX = re.compile(r"\b(syntax|usage|synopsis|options?|flags?|arguments?|parameters?|switch(es)?)\b", re.I)
 
 
@@ -512,6 +538,20 @@ def leaves_to_another(text: str, query: str) -> bool:
     return disclaims(text, _terms(query))
 
 
+@dataclass(frozen=True)
+class UnitFeatures:
+    """What `score_units` added up for one unit before its meaning was weighed (for measuring the weights:
+    scripts/fit_unit_weights.py): `lexical` is the score from these, the sum of each weight times its feature."""
+
+    rank: int
+    position: int
+    reads: str
+    overlap: float  # × LEXICAL_WEIGHT
+    phrase: float  # × PHRASE_WEIGHT
+    flags: frozenset[str]  # the bonuses and penalties that applied (names as in `score_units`)
+    lexical: float
+
+
 def score_units(
     query: str,
     evidence: Sequence[Evidence],
@@ -522,8 +562,10 @@ def score_units(
     asked: str | None = None,
     avoid: Collection[str] = (),
     next_step: str = "",
+    features: list[UnitFeatures] | None = None,
 ) -> list[_Candidate]:
-    """Every answer unit of the evidence, scored for this query, best first."""
+    """Every answer unit of the evidence, scored for this query, best first. `features`, if given, receives
+    each unit's lexical features (UnitFeatures), in the evidence's order."""
     # A Chinese question is matched by its words (rjieba) besides its character bigrams: a unit that has
     # 门禁卡 whole says more than one that shares 门禁; the bigrams still catch a word jieba splits (年/假).
     words = cjk_content_words(query, _written_in(evidence)) if has_cjk(query) else []
@@ -607,47 +649,67 @@ def score_units(
     for (rank, position, unit, body, reads), terms, holds in zip(units, sentence_terms, in_range, strict=True):
         raw = evidence[rank].chunk.text[unit.start : unit.end]
         overlap = sum(weight[t] for t in query_terms & terms) / total_weight
-        score = LEXICAL_WEIGHT * overlap + 0.05 / (1 + rank) - 0.005 * position
+        score = LEXICAL_WEIGHT * overlap + RANK_PRIOR / (1 + rank) - POSITION_STEP * position
+        phrase = len(query_phrases & _phrases(reads)) / len(query_phrases) if query_phrases else 0.0
         if query_phrases:
-            score += PHRASE_WEIGHT * len(query_phrases & _phrases(reads)) / len(query_phrases)
+            score += PHRASE_WEIGHT * phrase
+        flags: list[str] = []
         unplaced = bool(places) and not all(n in f"{evidence[rank].chunk.location}\n{reads}" for n in places)
         if anchors - terms or rank in off_topic or unplaced:
             score -= ANCHOR_PENALTY
+            flags.append("anchor")
         if focus and not focus & terms:
-            score -= ANCHOR_PENALTY
+            score -= FOCUS_PENALTY
+            flags.append("focus")
         if rank in disclaimed:
             score -= DISCLAIMED_PENALTY
+            flags.append("disclaimed")
         if expected and any(pattern.search(reads) for pattern in expected):
             score += ANSWER_TYPE_BONUS
+            flags.append("answer_type")
         # "Who approves a $300k contract?" is answered by the rule whose range holds $300k ("$250,000.01 to
         # $1,000,000: … and the CEO"), not by the rows around it that share its words.
         if holds:
             score += AMOUNT_RANGE_BONUS
+            flags.append("amount_range")
         if asks_allowance and _ALLOWANCE.search(reads):
             score += ALLOWANCE_BONUS
+            flags.append("allowance")
         if asks_first_step and _FIRST_STEP.match(raw):
-            score += ANSWER_TYPE_BONUS
+            score += FIRST_STEP_BONUS
+            flags.append("first_step")
         fragment = reading_length(reads) < MIN_ANSWER_READING or unit.kind in ("term", "heading")
         if fragment or reads.endswith((":", "：")):
-            score -= 0.2  # headings, fragments and lead-ins ("You can choose between two plans:") answer little
+            score -= FRAGMENT_PENALTY
+            flags.append("fragment")
         if not asks_syntax and _reads_as_syntax(reads):
             score -= SYNTAX_PENALTY
+            flags.append("syntax")
         if unit.kind == "row" and " | " in unit.text:
-            score -= 0.2  # a table's header row (or a row with no header to read with) answers nothing alone
+            score -= HEADER_ROW_PENALTY
+            flags.append("header_row")
         if words and _CJK_DEFERS.search(reads):
             score -= CJK_DEFER_PENALTY
+            flags.append("cjk_defer")
         if unit.kind == "row" and _names_a_cell(raw, query):
             score += ROW_KEY_BONUS
+            flags.append("row_key")
         # Told already: not what comes next; nor, when it lacks the follow-up's own words ("contractors") that
         # other evidence has, what the follow-up asks about now.
         if (unit.text in avoid or reads in avoid) and (next_step or (focus and not focus & terms)):
             score -= ALREADY_SAID_PENALTY
+            flags.append("already_said")
         if next_step == "otherwise" and not _CONSEQUENCE.search(reads):
             score -= NOT_WHAT_NEXT_PENALTY
+            flags.append("no_consequence")
         if (rank, position) in after_said:
             score += NEXT_STEP_BONUS
+            flags.append("next_step")
         if (rank, position) in before_said:
-            score -= NOT_WHAT_NEXT_PENALTY
+            score -= BEFORE_SAID_PENALTY
+            flags.append("before_said")
+        if features is not None:
+            features.append(UnitFeatures(rank, position, reads, overlap, phrase, frozenset(flags), score))
         scored.append(_Candidate(score, rank, position, unit, frozenset(terms), reads, body))
     if query_vector is not None:
         # Meaning first: "handover" must find the sentence that says "handoff".
@@ -669,7 +731,7 @@ def score_units(
             closest: dict[tuple[int, str], float] = {}
             for c, cos in zip(members, vectors @ query_vector, strict=True):
                 closest[(c.rank, c.reads)] = max(float(cos), closest.get((c.rank, c.reads), -1.0))
-            meaning = CJK_MEANING_WEIGHT if has_cjk(query) else 1.0
+            meaning = CJK_MEANING_WEIGHT if has_cjk(query) else MEANING_WEIGHT
             by_part = _part_closeness(asked_parts(asked or query), members, vectors, embed)
             scored = [
                 replace(c, score=c.score + meaning * closest[key], part_meaning=by_part.get(key, ()))
