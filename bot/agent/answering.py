@@ -190,14 +190,11 @@ def make_citation(n: int, evidence: Evidence, excerpt: str | None = None) -> Cit
 
 
 # UNIT_WEIGHTS_FITTED: the weights score_units adds up (LEXICAL_WEIGHT, PHRASE_WEIGHT, RANK_PRIOR, POSITION_STEP,
-# the bonuses and penalties marked "fitted" here and above; MEANING_WEIGHT held at 1.0 as the scale) were set by
-# hand one case at a time, then fitted jointly by scripts/fit_unit_weights.py: a pairwise logistic loss over
-# (fact unit − other unit) feature differences on the company benchmark's dev cases, kept near the hand values
-# (L2 on each change relative to its hand value, λ = 0.001). Figures, cross-validated and on held-out files:
-# docs/benchmarks.md, "Session 19, answer-unit weights fitted". One exception: SYNTAX_PENALTY, fitted at 0.415,
-# is 0.42: the company benchmark has no man pages (125 of its 9,447 dev evidence units read as syntax, and no dev
-# answer differs between 0.415 and 0.42), while at 0.415 a synopsis line leads "what does git stash push
-# --include-untracked do?" by 0.001 (tests/agent/test_answer_lead.py, issue #13's fragments failure).
+# the bonuses and penalties marked "fitted"; MEANING_WEIGHT is the scale) were set by hand one case at a time, then
+# fitted jointly by scripts/fit_unit_weights.py, kept near the hand values (docs/benchmarks.md, "Session 19,
+# answer-unit weights fitted"). SYNTAX_PENALTY is a little above its fit: the company benchmark has almost no
+# syntax lines to fit it on, and at the fitted value a synopsis line leads a man-page question
+# (tests/agent/test_answer_lead.py).
 # Sentences re-scored by meaning: the lexical front-runners (answer-type bonus included). Their
 # vectors come from ingest (pooled from their chunk's pass); one missing there costs an encode now.
 SEMANTIC_CANDIDATES = 12
