@@ -265,17 +265,27 @@ def unit_matches(
     expected = cues.expected_answers(query)
     found: list[UnitMatch] = []
     for rank, e in enumerate(evidence[:chunks]):
-        vectors = unit_vectors.get(e.chunk_id)
-        units = chunk_units(e.chunk.header, e.chunk.text)
-        if vectors is None or len(vectors) != len(units):
-            continue  # saved by another version of answer_units: judged on the chunk alone
-        for unit, cosine in zip(units, (vectors @ query_vector).tolist(), strict=True):
-            if math.isnan(cosine):
-                continue
-            coverage = terms.share_in(unit.framed, unit.terms)
+        for unit, cosine, coverage in unit_measures(terms, e, query_vector, unit_vectors):
             found.append(UnitMatch(rank, unit.text, cosine, coverage, cues.supplies(unit.text, expected)))
     found.sort(key=lambda u: u.cosine, reverse=True)
     return found
+
+
+def unit_measures(
+    terms: QueryTerms, e: Evidence, query_vector: np.ndarray, unit_vectors: dict[str, np.ndarray]
+) -> list[tuple[MeasurableUnit, float, float]]:
+    """(unit, cosine, coverage of `terms`) of each answer unit of the chunk, by the vectors saved at ingest (none
+    when it has none). What the probe re-ranks a KB's evidence by: without the answer types and the `UnitMatch`
+    of each unit that grading reads, which were most of the re-ranking's work."""
+    vectors = unit_vectors.get(e.chunk_id)
+    units = chunk_units(e.chunk.header, e.chunk.text)
+    if vectors is None or len(vectors) != len(units):
+        return []  # saved by another version of answer_units: judged on the chunk alone
+    return [
+        (unit, cosine, terms.share_in(unit.framed, unit.terms))
+        for unit, cosine in zip(units, (vectors @ query_vector).tolist(), strict=True)
+        if not math.isnan(cosine)
+    ]
 
 
 @dataclass(frozen=True)

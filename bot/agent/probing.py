@@ -78,7 +78,13 @@ class Prober:
         saved = self.searcher.store.unit_vectors(self.embedder.model_name, self.embedder.dimension, chunks)
         if not saved:
             return result, [None] * len(evidence)
-        best = [routing.unit_score(grading.unit_matches(query, [e], query_vector, saved)) for e in evidence]
+        terms = grading.QueryTerms.of(query)
+        best = [
+            routing.unit_score(
+                (cosine, coverage) for _, cosine, coverage in grading.unit_measures(terms, e, query_vector, saved)
+            )
+            for e in evidence
+        ]
         rescored = [
             (replace(e, score=routing.unit_ranked_score(e.score, e.cosine, unit)), unit)
             for e, unit in zip(evidence, best, strict=True)

@@ -14,13 +14,12 @@ as the first round's evidence: nothing is searched twice.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from pydantic import BaseModel
 
-from bot.agent.grading import UnitMatch
 from tools.search import SearchResult
 
 # Weights of the calibrated KB score; see docs/benchmarks.md for how they were chosen.
@@ -69,9 +68,10 @@ class KbProbe:
         return round(self.evidence_score + THREAD_WEIGHT * self.thread_score, 4)
 
 
-def unit_score(units: Sequence[UnitMatch]) -> float | None:
-    """The best answer unit's cosine plus its coverage of the query terms (None: no units measured)."""
-    return max((u.cosine + UNIT_COVERAGE_WEIGHT * u.coverage for u in units), default=None)
+def unit_score(measures: Iterable[tuple[float, float]]) -> float | None:
+    """The best answer unit's cosine plus its coverage of the query terms, of each unit's (cosine, coverage)
+    (None: no units measured)."""
+    return max((cosine + UNIT_COVERAGE_WEIGHT * coverage for cosine, coverage in measures), default=None)
 
 
 def unit_ranked_score(fused: float, cosine: float, best_unit: float | None) -> float:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bot.agent import answering, grading
+from bot.agent import answering, grading, routing
 from tools.search import Evidence
 from tools.store import StoredChunk
 from tools.text import content_terms, joined_terms, keyword_terms, number_spans, text_terms
@@ -153,3 +153,21 @@ def test_text_terms_are_keyword_terms_in_order() -> None:
     for text in TEXTS:
         assert list(text_terms(text)) == keyword_terms(text), text
     assert text_terms("the permit, the permit and the permit") == ("permit", "permit", "permit")
+
+
+def test_the_probe_ranks_by_the_units_grading_measures() -> None:
+    # The probe re-ranks by each chunk's units without building grading's UnitMatch (its answer types are not
+    # read there); the best unit's score must be the one the UnitMatches give.
+    query_vector = np.ones(8, dtype=np.float32) / np.sqrt(8)
+    for text, seed in ((BEFORE, 1), (AFTER, 2)):
+        e, saved = evidence_of(text), {CHUNK_ID: unit_vectors_for(text, seed)}
+        for query in ("How much does a parking permit cost?", "Where is the bicycle storage?", "停车费多少钱?"):
+            matches = grading.unit_matches(query, [e], query_vector, saved)
+            measures = grading.unit_measures(grading.QueryTerms.of(query), e, query_vector, saved)
+            assert [(u.text, u.cosine, u.coverage) for u in matches] == sorted(
+                ((unit.text, cosine, coverage) for unit, cosine, coverage in measures), key=lambda m: -m[1]
+            )
+            assert routing.unit_score((c, v) for _, c, v in measures) == max(
+                u.cosine + routing.UNIT_COVERAGE_WEIGHT * u.coverage for u in matches
+            )
+    assert grading.unit_measures(grading.QueryTerms.of("parking"), evidence_of(BEFORE), query_vector, {}) == []
