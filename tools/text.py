@@ -297,12 +297,19 @@ _ORDINAL_OR_DECADE = re.compile(r"^\d+(?:st|nd|rd|th|s)$", re.I)  # "3rd", "1990
 
 def identifiers(text: str) -> list[str]:
     """Tokens that name something exactly: letters mixed with digits, or words joined by underscores."""
+    return list(_identifiers(text))
+
+
+# Asked of the same question by the probe of each round, the grade's checks and the answer's (half a dozen times
+# a question), and reading every token's characters was ~40 µs each time; a pure function of the text.
+@lru_cache(maxsize=4096)
+def _identifiers(text: str) -> tuple[str, ...]:
     found: dict[str, None] = {}
     for token in _IDENTIFIER.findall(text):
         has_digit, has_letter = any(c.isdigit() for c in token), any(c.isalpha() for c in token)
         if has_letter and (has_digit or "_" in token) and not _ORDINAL_OR_DECADE.match(token):
             found.setdefault(token, None)
-    return list(found)
+    return tuple(found)
 
 
 @lru_cache(maxsize=1024)

@@ -10,7 +10,7 @@ import pytest
 from bot.agent import answering, grading, routing
 from tools.search import Evidence
 from tools.store import StoredChunk
-from tools.text import content_terms, joined_terms, keyword_terms, number_spans, text_terms
+from tools.text import _identifiers, content_terms, identifiers, joined_terms, keyword_terms, number_spans, text_terms
 
 CHUNK_ID = "kb/parking.md@v1#0"  # the same id for both versions: the cache must not key on it alone
 BEFORE = "Parking permits cost 40 euros a month. Apply at the front desk before the first of the month."
@@ -38,6 +38,7 @@ def fresh(measure):
         answering._bodies_of,
         answering._reads_as_syntax,
         number_spans,
+        _identifiers,
     ):
         cache.cache_clear()
     return measure()
@@ -98,6 +99,7 @@ def test_a_republished_chunk_is_answered_from_its_new_text() -> None:
         answering._reads_as_syntax,
         text_terms,
         number_spans,
+        _identifiers,
     ],
     ids=lambda c: c.__name__,
 )
@@ -171,3 +173,11 @@ def test_the_probe_ranks_by_the_units_grading_measures() -> None:
                 u.cosine + routing.UNIT_COVERAGE_WEIGHT * u.coverage for u in matches
             )
     assert grading.unit_measures(grading.QueryTerms.of("parking"), evidence_of(BEFORE), query_vector, {}) == []
+
+
+def test_identifiers_are_a_fresh_list_each_time() -> None:
+    # Cached per text: a caller changing its list must not change what the next caller reads.
+    first = identifiers("Is SEV1 paged for unroutable_address and 401k?")
+    assert first == ["SEV1", "unroutable_address", "401k"]
+    first.append("changed")
+    assert identifiers("Is SEV1 paged for unroutable_address and 401k?") == ["SEV1", "unroutable_address", "401k"]
