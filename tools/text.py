@@ -832,7 +832,7 @@ def _money(text: str) -> list[tuple[int, int, float]]:
             value = float(figure.replace(",", "")) * _SCALE.get((scale or "").lower(), 1.0)
         found.append((m.start(), m.end(), value))
     # An amount in words is money by its scale too, as "3 thousand" is: "three thousand dollars", "two million".
-    for m in _NUMBER_WORD.finditer(text):
+    for m in _NUMBER_WORD.finditer(text) if _may_write_number_words(text) else ():
         value = _worded_value(m)
         scaled = (m.group(3) or "").lower() in _SCALE and m.group(1).lower() != "a"  # ("a million" is read above)
         if value is not None and scaled and not any(s < m.end() and m.start() < e for s, e, _ in found):
@@ -898,6 +898,19 @@ _NUMBER_WORD = re.compile(
     re.I,
 )
 VALUE_MARK = "#"  # a value term is "#" and the number: no word of any text can be one
+
+# Cheap tests that a text holds no number of a kind, run before `_NUMERAL` and `_NUMBER_WORD`, whose matching was most
+# of the work of reading a chunk's numbers the first time (each unit and chunk text is read once per process): a
+# numeral needs a digit (`\d`, as in `_NUMERAL`); a worded number other than a bare "a" or "one" (which `_worded_value`
+# refuses) needs one of `_NUMBER_WORD`'s other words as a whole word. That test is exact only on ASCII text, where
+# case-blind matching is ASCII's (no "ſix"): any other text takes the pattern.
+_DIGIT = re.compile(r"\d")
+_LETTER_RUN = re.compile(r"[a-z]+")
+_NUMBER_WORD_WORDS = frozenset(_WORD_VALUES).union(_WORD_SCALES) - {"a", "one"}
+
+
+def _may_write_number_words(text: str) -> bool:
+    return not text.isascii() or not _NUMBER_WORD_WORDS.isdisjoint(_LETTER_RUN.findall(text.lower()))
 
 
 def value_term(value: float) -> str:
@@ -1031,14 +1044,14 @@ def number_spans(text: str) -> tuple[tuple[int, int, str], ...]:
     found: list[tuple[int, int, str]] = []
     for start, end, value in _cjk_numbers(text) if has_cjk(text) else ():
         _with_duration(found, text, start, end, value)
-    for m in _NUMERAL.finditer(text):
+    for m in _NUMERAL.finditer(text) if _DIGIT.search(text) else ():
         value = float(m.group(1).replace(",", "") + (m.group(2) or ""))
         scale = (m.group(3) or m.group(4) or "").lower()
         if scale:
             found.append((m.start(), m.end(), value_term(value * _SCALE[scale])))
         else:
             _with_duration(found, text, m.start(), m.end(), value)
-    for m in _NUMBER_WORD.finditer(text):
+    for m in _NUMBER_WORD.finditer(text) if _may_write_number_words(text) else ():
         value = _worded_value(m)
         if value is not None:
             _with_duration(found, text, m.start(), m.end(), value)

@@ -181,3 +181,44 @@ def test_identifiers_are_a_fresh_list_each_time() -> None:
     assert first == ["SEV1", "unroutable_address", "401k"]
     first.append("changed")
     assert identifiers("Is SEV1 paged for unroutable_address and 401k?") == ["SEV1", "unroutable_address", "401k"]
+
+
+NUMBER_TEXTS = [
+    "Up to two monitors, twenty-five days, a hundred euros, one million users, a fortnight.",
+    "TWO WEEKS' notice; Twenty Five; Ninety-nine; a Thousand; ONE BILLION.",
+    "Often the tenant attends; someone, anyone, a one-off; x_two two2 2two.",
+    "Payments over $5,000.50 need 3 approvals within 48 hours (v4.12.0, SEV1, 401k).",
+    "Ｔwo days, ２ days, ٣ days, twο (a Greek omicron), naïve two, ＴＷＯ",
+    "年假15天，两周，十五天，超过五千元",
+    "",
+    "a",
+    "one",
+    "zero-downtime deploys",
+]
+
+
+def _corpus() -> list[str]:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    texts = list(NUMBER_TEXTS)
+    for folder in ("knowledge_bases", "benchmarks/company/questions"):
+        for path in sorted((root / folder).rglob("*")):
+            if path.suffix in (".md", ".txt", ".jsonl", ".csv") and path.is_file():
+                texts += path.read_text(encoding="utf-8", errors="replace").splitlines()
+    return texts
+
+
+def test_reading_numbers_skips_no_number() -> None:
+    # number_spans and the worded amounts skip their patterns on a text with no digit or no number word; what they
+    # find must be what the patterns alone find.
+    from tools import text
+
+    for line in _corpus():
+        for piece in (line, line.upper(), line.title()):
+            numerals = [m.span() for m in text._NUMERAL.finditer(piece)]
+            worded = [m.span() for m in text._NUMBER_WORD.finditer(piece) if text._worded_value(m) is not None]
+            if not text._DIGIT.search(piece):
+                assert not numerals, piece
+            if not text._may_write_number_words(piece):
+                assert not worded, piece
