@@ -826,7 +826,7 @@ def _money(text: str) -> list[tuple[int, int, float]]:
     found = []
     for m in _MONEY.finditer(text):
         if m.group(5):
-            value = _SCALE[m.group(5).lower()]
+            value = _SCALE.get(m.group(5).casefold(), 1.0)
         else:
             figure, scale = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
             value = float(figure.replace(",", "")) * _SCALE.get((scale or "").lower(), 1.0)
@@ -1060,12 +1060,15 @@ def number_spans(text: str) -> tuple[tuple[int, int, str], ...]:
 
 def _worded_value(m: re.Match[str]) -> int | None:
     """The value of a `_NUMBER_WORD` match; None for a word that is no number there ("which one", "two five")."""
-    first, second, scale = (g.lower() if g else "" for g in m.groups())
+    # casefold, not lower: the pattern matches case-insensitively, so "ſix" (a long s) matched as "six"
+    first, second, scale = (g.casefold() if g else "" for g in m.groups())
     if first in ("a", "one") and not scale:
         return None
-    value = 1 if first == "a" else _WORD_VALUES[first]
+    value = 1 if first == "a" else _WORD_VALUES.get(first)
+    if value is None:
+        return None
     if second:
-        if first not in _TENS_WORDS:  # "twenty-five", not "two five"
+        if first not in _TENS_WORDS or second not in _WORD_VALUES:  # "twenty-five", not "two five"
             return None
         value += _WORD_VALUES[second]
     return value * _WORD_SCALES.get(scale, 1)

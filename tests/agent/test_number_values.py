@@ -31,6 +31,12 @@ def test_codes_pronouns_and_page_numbers_are_no_values() -> None:
     assert number_terms("Expenses policy — p. 3") == set(), "a PDF location's page number"
 
 
+def test_a_number_word_spelled_with_unicode_lookalikes_is_read_not_a_crash() -> None:
+    # The patterns match case-insensitively, so "ſix" (a long s) matched as "six" and its value lookup raised KeyError.
+    assert "#6" in number_terms("you get ſix days")
+    assert number_terms("a thouſand dollars") == number_terms("a thousand dollars")
+
+
 def test_an_amount_the_asker_brings_is_not_a_name() -> None:
     assert named_numbers("how much does lumen put in the hsa if i pick the hdhp 5000?") == ["5000"]
     assert named_numbers("单笔超过5000的报销谁审批") == []
