@@ -505,6 +505,17 @@ def fit(args: argparse.Namespace) -> None:
         **{f"logistic C={c:g}": c for c in args.cs},
         **{f"near-hand λ={lam:g}": lam for lam in args.strengths},
     }
+
+    def fit(name: str, strength: float | None, records: list) -> np.ndarray:
+        matrices = [mats[r.id] for r in records]
+        if name == "hand":
+            return hand
+        if name == "ascent":
+            return coordinate_ascent(matrices, hand)
+        if name.startswith("near-hand"):
+            return shrunk_to_hand(matrices, hand, strength)
+        return pairwise_logistic(matrices, hand, strength)
+
     out_of_fold = {name: {"hit1": 0, "hit3": 0, "answer": 0, "n": 0} for name in methods}
     per_fold: dict[str, list] = {name: [] for name in methods}
     fitted_by_fold: dict[str, list] = {name: [] for name in methods}
@@ -512,14 +523,7 @@ def fit(args: argparse.Namespace) -> None:
         train = [r for r, f in zip(pool, folds, strict=True) if f != k]
         test = [r for r, f in zip(pool, folds, strict=True) if f == k]
         for name, c in methods.items():
-            if name == "hand":
-                w = hand
-            elif name == "ascent":
-                w = coordinate_ascent([mats[r.id] for r in train], hand)
-            elif name.startswith("near-hand"):
-                w = shrunk_to_hand([mats[r.id] for r in train], hand, c)
-            else:
-                w = pairwise_logistic([mats[r.id] for r in train], hand, c)
+            w = fit(name, c, train)
             got = total(test, w)
             per_fold[name].append(got)
             fitted_by_fold[name].append(w)
@@ -542,14 +546,7 @@ def fit(args: argparse.Namespace) -> None:
     print(f"{'weights':22s} " + " ".join(f"{f[:-6]:>22s}" for f in HELD_OUT) + f" {'all':>14s}")
     final: dict[str, dict] = {}
     for name, c in methods.items():
-        if name == "hand":
-            w = hand
-        elif name == "ascent":
-            w = coordinate_ascent([mats[r.id] for r in pool], hand)
-        elif name.startswith("near-hand"):
-            w = shrunk_to_hand([mats[r.id] for r in pool], hand, c)
-        else:
-            w = pairwise_logistic([mats[r.id] for r in pool], hand, c)
+        w = fit(name, c, pool)
         final[name] = w
         cells = []
         figures["methods"][name]["held_out"] = {}
