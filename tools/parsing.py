@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import time
 import zipfile
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -630,16 +631,13 @@ def _without_running_lines(pages: list[list[str]]) -> list[list[str]]:
         filled = [i for i, line in enumerate(lines) if line.strip()]
         return set(filled[:_PAGE_EDGE] + filled[-_PAGE_EDGE:])
 
-    seen: dict[str, int] = {}
-    for lines in pages:
-        for key in {_edge_key(lines[i]) for i in edges(lines)}:
-            seen[key] = seen.get(key, 0) + 1
+    keyed = [{i: _edge_key(lines[i]) for i in edges(lines)} for lines in pages]
+    seen = Counter(key for keys in keyed for key in set(keys.values()))
     texts = sum(1 for lines in pages if any(line.strip() for line in lines))
     running = {key for key, count in seen.items() if count >= 2 and count * 3 >= texts * 2}
     cleaned = []
-    for lines in pages:
-        edge = edges(lines)
-        furniture = {i for i in edge if _PAGE_NUMBER.match(_edge_key(lines[i])) or _edge_key(lines[i]) in running}
+    for lines, keys in zip(pages, keyed, strict=True):
+        furniture = {i for i, key in keys.items() if key in running or _PAGE_NUMBER.match(key)}
         cleaned.append([line for i, line in enumerate(lines) if i not in furniture])
     return cleaned
 
