@@ -16,12 +16,15 @@ from helpers.documents import (
     write_docx_zip_bomb,
     write_not_a_zip_docx,
     write_pdf,
+    write_pdf_with_table,
     write_truncated_pdf,
+    write_two_column_pdf,
     zip_members_total,
 )
 
 from tools.chunking import ChunkWindow, chunk_document
 from tools.parsing import ParsedDocument, UnreadableDocument, parse_file
+from tools.text import answer_units
 
 
 def by_location(parsed: ParsedDocument) -> dict[str, str]:
@@ -193,6 +196,55 @@ def test_pdf_running_header_and_page_numbers_are_not_page_text(tmp_path: Path) -
         "Procedure:\nPromote the replica.",
         "Contacts:\nAsk in #dbre.",
     ]
+
+
+APPROVALS = [
+    ["Claim amount", "Who must approve"],
+    ["Up to $2,000", "Your manager"],
+    ["$2,000.01 to $7,500", "Your manager and your department head"],
+    ["Over $7,500", "Manager, department head and the VP Finance"],
+]
+
+
+def test_pdf_table_rows_read_with_their_column_names(tmp_path: Path) -> None:
+    """pypdf's plain text ran a table's rows together and into the heading under it ("… Over $7,500 Manager,
+    department head and the VP Finance When you get paid"): one "sentence" an answer quoted whole."""
+    path = write_pdf_with_table(tmp_path / "expenses.pdf", "Approval limits", APPROVALS, "When you get paid")
+    units = [u.text for u in answer_units(parse_file(path).sections[0].text)]
+    assert units == [
+        "Approval limits",
+        "Claim amount | Who must approve",
+        "Claim amount: Up to $2,000; Who must approve: Your manager",
+        "Claim amount: $2,000.01 to $7,500; Who must approve: Your manager and your department head",
+        "Claim amount: Over $7,500; Who must approve: Manager, department head and the VP Finance",
+        "When you get paid",
+    ]
+
+
+@pytest.mark.parametrize("v_align", ["MIDDLE", "TOP"])
+def test_pdf_table_cell_wrapped_over_lines_stays_in_its_row(tmp_path: Path, v_align: str) -> None:
+    """A long cell wraps inside its column; centred vertically, its first line even sits above its row's."""
+    rows = [
+        ["Scenario", "Revenue", "Main actions"],
+        ["Downside", "$78.0M", "Delay 25 hires to H2; cut marketing programs by $2.5M"],
+        ["Base", "$84.5M", "As budgeted"],
+        ["Upside", "$89.0M", "Pull forward 10 sales hires into Q2"],
+    ]
+    path = write_pdf_with_table(tmp_path / "plan.pdf", "Scenarios", rows, "Reviewed quarterly.", (30, 30, 40), v_align)
+    units = [u.text for u in answer_units(parse_file(path).sections[0].text)]
+    downside = "Delay 25 hires to H2; cut marketing programs by $2.5M"
+    assert f"Scenario: Downside; Revenue: $78.0M; Main actions: {downside}" in units
+    assert "Scenario: Upside; Revenue: $89.0M; Main actions: Pull forward 10 sales hires into Q2" in units
+    assert "Scenario: Base; Revenue: $84.5M; Main actions: As budgeted" in units
+
+
+def test_pdf_two_column_page_is_read_column_by_column(tmp_path: Path) -> None:
+    """Side by side, the lines of two columns of prose would read as rows of a table; they are read in order."""
+    paragraphs = [f"Part {n}. " + " ".join(f"word{n}x{i}" for i in range(40)) + "." for n in range(12)]
+    path = write_two_column_pdf(tmp_path / "newsletter.pdf", paragraphs)
+    text = " ".join(" ".join(section.text for section in parse_file(path).sections).split())
+    assert " | " not in text
+    assert all(paragraph in text for paragraph in paragraphs)
 
 
 def test_pdf_a_line_on_one_page_only_is_kept(tmp_path: Path) -> None:

@@ -121,7 +121,7 @@ FILE_CHANGED = "the file changed while it was being ingested; ingest it again"
 # pooled over the new spans; v7: a short sentence or a paragraph's heading is no longer glued to a run of table
 # cells, and a command synopsis is no table — session 6 changed that without bumping; v8: a PDF's running header and
 # page numbers are no longer glued to each page's text): every document then re-ingests once.
-PIPELINE_VERSION = b"kbbot-pipeline-8"
+PIPELINE_VERSION = b"kbbot-pipeline-9"
 
 
 def _pipeline_prefix(window: ChunkWindow) -> bytes:

@@ -19,6 +19,9 @@ from pathlib import Path
 
 import charset_normalizer
 
+from tools import pdf_layout
+from tools.text import is_table_row
+
 SUPPORTED_SUFFIXES = (".md", ".markdown", ".txt", ".html", ".htm", ".pdf", ".docx")
 
 _MB = 1 << 20
@@ -561,7 +564,7 @@ def _parse_pdf(raw: bytes, path: Path, limits: ParseLimits) -> ParsedDocument:
             for page in reader.pages:
                 if time.monotonic() > deadline:
                     raise UnreadableDocument(limits.timeout_refusal())
-                pages.append((page.extract_text() or "").splitlines())
+                pages.append(_pdf_page_lines(page))
                 chars += sum(len(line) + 1 for line in pages[-1])
                 if chars > limits.max_chars:
                     raise UnreadableDocument(limits.chars_refusal())
@@ -592,6 +595,21 @@ def _parse_pdf(raw: bytes, path: Path, limits: ParseLimits) -> ParsedDocument:
     ) as exc:
         raise UnreadableDocument(f"corrupt PDF ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})") from exc
     return ParsedDocument(str(title), sections)
+
+
+def _pdf_page_lines(page) -> list[str]:
+    """A page's lines, its tables as rows of cells (tools/pdf_layout); a page set in two columns, or one that
+    pypdf's layout mode cannot place, as plain extraction reads it."""
+    from pypdf.errors import LimitReachedError
+
+    try:
+        layout = page.extract_text(extraction_mode="layout") or ""
+    except LimitReachedError:
+        raise
+    except Exception:  # a font or operator layout mode cannot place: plain extraction still reads the text
+        layout = None
+    lines = pdf_layout.page_lines(layout) if layout is not None else None
+    return lines if lines is not None else (page.extract_text() or "").splitlines()
 
 
 def _declared_page_count(reader) -> int:
@@ -661,6 +679,8 @@ def _join_pdf_lines(text: str) -> str:
         continues = previous.endswith(",") or line.lstrip()[:1].islower()
         if (
             previous
+            and not is_table_row(previous)
+            and not is_table_row(line)
             and not re.search(r"[.!?:;。！？：]$", previous)
             and not _PDF_BLOCK_START.match(line)
             and (len(previous) > 40 or continues)

@@ -340,7 +340,7 @@ _TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$|^[^|\n]*\S\s\|\s[^\n]*$")
 _BRACKETED = re.compile(r"\[[^\[\]]*\]|\([^()]*\)|\{[^{}]*\}")
 
 
-def _is_table_row(line: str) -> bool:
+def is_table_row(line: str) -> bool:
     if not _TABLE_ROW.match(line):
         return False
     unbracketed = line
@@ -417,7 +417,7 @@ def _blocks(text: str) -> list[_Block]:
             else "term"
             if _TERM_LINE.match(line)
             else "row"
-            if _is_table_row(line)
+            if is_table_row(line)
             else "item"
             if _LIST_LINE.match(line)
             else "text"

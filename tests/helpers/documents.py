@@ -27,6 +27,49 @@ def write_pdf(path: Path, pages: Sequence[str], title: str | None = None) -> Pat
     return path
 
 
+def write_pdf_with_table(
+    path: Path,
+    before: str,
+    rows: Sequence[Sequence[str]],
+    after: str,
+    col_widths: Sequence[int] | None = None,
+    v_align: str = "MIDDLE",
+) -> Path:
+    """A one-page PDF: a paragraph, a table whose first row names its columns (fpdf2's table, as the sample
+    documents draw theirs; a long cell wraps inside its column), and a paragraph after it."""
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.set_font("Helvetica", size=10)
+    pdf.add_page()
+    pdf.multi_cell(0, 5, before, new_x="LMARGIN", new_y="NEXT")
+    pdf.ln(2)
+    with pdf.table(col_widths=col_widths, text_align="LEFT", line_height=5, v_align=v_align) as table:
+        for row in rows:
+            cells = table.row()
+            for cell in row:
+                cells.cell(cell)
+    pdf.ln(2)
+    pdf.multi_cell(0, 5, after, new_x="LMARGIN", new_y="NEXT")
+    path.write_bytes(bytes(pdf.output()))
+    return path
+
+
+def write_two_column_pdf(path: Path, paragraphs: Sequence[str]) -> Path:
+    """A page of prose set in two columns (a newsletter, a paper)."""
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.set_font("Helvetica", size=10)
+    pdf.add_page()
+    with pdf.text_columns(ncols=2, gutter=8) as columns:
+        for paragraph in paragraphs:
+            columns.write(text=paragraph)
+            columns.ln()
+    path.write_bytes(bytes(pdf.output()))
+    return path
+
+
 def encrypt_pdf(source: Path, target: Path, user_password: str = "s3cret", owner_password: str = "owner") -> Path:
     """A copy of a PDF that needs `user_password` to open (AES-256)."""
     from pypdf import PdfReader, PdfWriter
