@@ -65,7 +65,3 @@ def test_code_and_index_letters_are_not_column_names() -> None:
         "asn1Coding program . . . . . . 5          Main type . . . . . . 4",
     )
     assert not any(" | " in line for line in page_lines(code) + page_lines(index))
-
-
-def test_one_blank_line_is_kept_where_the_page_leaves_space() -> None:
-    assert page_lines(layout("", "Receipts", "", "", "", "Keep them.", "", "")) == ["Receipts", "", "Keep them."]

@@ -174,7 +174,7 @@ def page_lines(layout_text: str) -> list[str] | None:
                 i = end
                 continue
         line = " ".join(lines[i].split())
-        if line or (out and out[-1]):  # one blank line where the page leaves space (a paragraph's end)
+        if line:
             out.append(line)
         i += 1
-    return out[:-1] if out and not out[-1] else out
+    return out
