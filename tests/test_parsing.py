@@ -247,6 +247,22 @@ def test_pdf_two_column_page_is_read_column_by_column(tmp_path: Path) -> None:
     assert all(paragraph in text for paragraph in paragraphs)
 
 
+def test_pdf_text_placed_far_off_the_page_reads_as_its_words(tmp_path: Path) -> None:
+    """Layout mode places text by its coordinates: words millions of points apart are not millions of spaces."""
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.set_font("Helvetica", size=10)
+    pdf.text(x=10, y=10, text="near")
+    pdf.text(x=3e6, y=10, text="far")
+    pdf.text(x=10, y=-3e6, text="low")
+    path = tmp_path / "far.pdf"
+    path.write_bytes(bytes(pdf.output()))
+    (section,) = parse_file(path).sections
+    assert sorted(section.text.split()) == ["far", "low", "near"] and len(section.text) < 20
+
+
 def test_pdf_a_line_on_one_page_only_is_kept(tmp_path: Path) -> None:
     path = write_pdf(tmp_path / "plan.pdf", ["Summary of the plan.\nRevenue grows.", "Risks.\nChurn rises."])
     pages = [s.text for s in parse_file(path).sections]
