@@ -159,7 +159,8 @@ def _table_end(lines: list[str], start: int) -> tuple[int, list[tuple[int, int]]
 
 def page_lines(layout_text: str) -> list[str] | None:
     """The lines of a page's layout-mode text, spaces collapsed, each table's rows as "cell | cell" lines; None for
-    a page set in two columns (its lines side by side interleave two texts)."""
+    a page set in two columns (its lines side by side interleave two texts). Blank lines are dropped: plain
+    extraction has none, and the chunker would read them as paragraph breaks it never saw before."""
     lines = layout_text.splitlines()
     if _is_two_column(lines):
         return None
