@@ -499,6 +499,8 @@ def condense_offline(
     # "after five years" measures the previous question's thing, it does not replace "days" by "years".
     measures = _quantified(new_words, core) - _quantified(carried, previous)
     replacements = {old: new for old, new in replacements.items() if new not in measures}
+    if _names_a_thing(question):
+        replacements = _with_modifiers(replacements, core, previous)
     if not replacements and bare and not new_names and len(new_words) <= 2:
         phrase = " ".join(w for w in re.findall(r"[\w'’-]+", core) if w.lower() not in _DETERMINERS)
         swapped = _slot_swapped(previous, phrase, similarity)
@@ -999,6 +1001,33 @@ def _replacements(
             best = int(np.argmax(sims[i]))
             if sims[i][best] >= SUBSTITUTION_SIMILARITY and carried[best] not in result:
                 result[carried[best]] = new
+    return result
+
+
+def _names_a_thing(question: str) -> bool:
+    """Whether a follow-up only names a thing ("and in the upside scenario?", "what about the annual plan?"): after
+    its connective, no question word and no more words than a swap takes."""
+    rest = _CONNECTIVE.sub("", question, count=1)
+    return (
+        bool(_CONNECTIVE.match(question))
+        and not any(t in _WH_WORDS for t in raw_tokens(rest))
+        and len(content_words(rest)) <= MAX_SUBSTITUTION_WORDS
+    )
+
+
+def _with_modifiers(replacements: dict[str, str], core: str, previous: str) -> dict[str, str]:
+    """A swapped word's modifier goes with it when the follow-up gives the new word one: "and in the upside
+    scenario?" after "what revenue does the base case of the plan assume?" swaps "base case", not "case" alone."""
+    result = dict(replacements)
+    core_words, previous_words = content_words(core), content_words(previous)
+    for old, new in replacements.items():
+        new_mod = re.search(rf"\b([\w'’-]+)\s+{re.escape(new)}\b", core, re.I)
+        old_mod = re.search(rf"\b([\w'’-]+)\s+{re.escape(old)}\b", previous, re.I)
+        if not (new_mod and old_mod):
+            continue
+        fresh, carried = new_mod.group(1).lower(), old_mod.group(1).lower()
+        if fresh in core_words and carried in previous_words and carried not in core_words and carried not in result:
+            result[carried] = fresh
     return result
 
 

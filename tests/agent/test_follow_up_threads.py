@@ -50,3 +50,17 @@ def test_a_condition_that_repeats_a_word_of_the_question_swaps_none_of_its_words
     assert offline_engine.standalone_query("and if it's approved on the 25th?", history) == (
         "when do approved expenses get paid out if it's approved on the 25th?"
     )
+
+
+def test_a_swapped_word_takes_its_modifier_along(offline_engine) -> None:
+    # It was "what revenue does the base scenario of the plan assume?": "scenario" replaced "case", "base" stayed.
+    history = [
+        Turn("user", "what revenue does the base case of the plan assume?"),
+        Turn("assistant", "Scenario: Base (this plan); Revenue: $84.5M [1]"),
+    ]
+    assert offline_engine.standalone_query("and in the upside scenario?", history) == (
+        "what revenue does the upside scenario of the plan assume?"
+    )
+    # A question of its own keeps the previous words: "take" in "take time off" is no modifier of "time".
+    days = [Turn("user", "do contractors get paid sick days?"), Turn("assistant", "No paid sick days. [1]")]
+    assert "paid take time" not in offline_engine.standalone_query("so how do they take time off then?", days)
