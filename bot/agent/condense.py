@@ -507,11 +507,11 @@ def condense_offline(
         if swapped:
             return swapped  # "what about contractors?" after "… does the primary caregiver get?"
     if not replacements and (_CONDITION.match(core) or is_fragment(question)):
-        return f"{previous.strip().rstrip('?？.').strip()} {core.rstrip('?').strip()}?"
+        return f"{_stem_for(previous, core)} {core.rstrip('?').strip()}?"
     if not replacements and _WHAT_IF.match(question):
         # "what if I'm remote?": the previous question, under that condition.
         condition = re.sub(r"^\s*if\b\s*", "", core).rstrip("?").strip()
-        return f"{previous.strip().rstrip('?？.').strip()} if {condition}?"
+        return f"{_stem_for(previous, condition)} if {condition}?"
     # A question of its own ("what happens to their data after they cancel?") is not the previous one with a word
     # swapped: only an ellipsis is.
     swappable = bool(_CONNECTIVE.match(question)) or not _asks_own_question(core)
@@ -532,6 +532,25 @@ def condense_offline(
 
 
 MAX_SUBSTITUTION_WORDS = 3
+# A sum of money as people type it: "$1,500", "7,500", "9k", "€200".
+_MONEY = r"(?:[$€£¥]\s?\d[\d,.]*|\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?k\b)"
+# A sum the question states ("of $1,500", "for 10000"), with the word that attaches it; a year ("in 2026") is not one.
+_STATED_AMOUNT = re.compile(
+    rf"\s+(?:(?:of|for|at|worth|about|around)\s+)?{_MONEY}(?=[\s?？.!,]|$)"
+    r"|\s+(?:of|for|worth)\s+\d+(?=[\s?？.!,]|$)",
+    re.I,
+)
+
+
+def _stem_for(previous: str, condition: str) -> str:
+    """The previous question to put a condition on; an amount it stated goes when the condition states another: "and
+    if it's over 7,500?" after "who approves an expense claim of $1,500?" asks about claims over 7,500."""
+    stem = previous.strip().rstrip("?？.").strip()
+    if re.search(_MONEY, condition, re.I):
+        stem = _STATED_AMOUNT.sub("", stem)
+    return stem
+
+
 # A follow-up that is only a question phrase: "for how long?", "how much?", "and by when?".
 _ASKS_ONLY = re.compile(
     r"^\s*(?:and|but|so|ok(?:ay)?)?[\s,]*((?:for|until|till|by|since|from)?\s*"
