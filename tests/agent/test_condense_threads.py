@@ -216,3 +216,14 @@ def test_a_duty_question_that_names_nothing_asks_about_the_threads_thing() -> No
     assert "INT-401" in rewrite, rewrite
     own = "do we have to register the laptop with the security team before travelling abroad?"
     assert condense_offline(own, history) == own  # enough words of its own: asked as it is
+
+
+def test_a_condition_that_states_a_sum_replaces_the_sum_asked_before() -> None:
+    # It was "who approves an expense claim of $1,500 if it's over 7,500?": two sums, the old one first.
+    history = thread("who approves an expense claim of $1,500?", "Your manager. [1]")
+    assert condense_offline("and if it's over 7,500?", history) == "who approves an expense claim if it's over 7,500?"
+    assert condense_offline("over 9k?", history) == "who approves an expense claim over 9k?"
+    # A condition without a sum keeps it, and a year is no sum.
+    assert "$1,500" in condense_offline("what if it's for a client dinner?", history)
+    sick = thread("how many days of sick leave do I get in 2026?", "10 days. [1]")
+    assert "2026" in condense_offline("what if I work 4 days a week?", sick)
