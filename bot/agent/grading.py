@@ -71,9 +71,9 @@ MAX_QUESTION_TERMS = 20  # longer queries are descriptions, not questions about 
 CJK_COVERAGE = 0.6  # of the question's words in one of the best chunks
 CJK_UNIT_COVERAGE = 0.5  # in one unit of the kind of fact asked for
 
-# A number is read whole: "$2,001" is one amount, not "2" and a name "001".
+# A number is read whole: "$2,001" is one amount, not "2" and a name "001"; "4.13" is one version, not "13".
 _SPECIFIC = re.compile(
-    r"(?<!^)(?<![.!?]\s)(?<![\d.,])\b([A-Z][a-z]+[A-Za-z]*|\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d{2,}(?:[.,]\d+)?)\b"
+    r"(?<!^)(?<![.!?]\s)(?<![\d.,])\b([A-Z][a-z]+[A-Za-z]*|\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)+|\d{2,}(?:,\d+)?)\b"
 )
 
 
