@@ -171,6 +171,9 @@ def test_a_short_fiscal_year_is_the_documents_long_one(offline_engine):
 def test_an_amount_the_asker_brings_is_no_name():
     assert grading.specific_terms("do I need approval before booking a $900 course?") == []
     assert grading.specific_terms("what did the 2025 plan say?") == ["2025"]
+    # read whole: "$2,001" was the amount 2 and a name "001" the documents never mention, so the claim was refused
+    assert grading.specific_terms("expense claim for $2,001 - who has to approve it?") == []
+    assert grading.specific_terms("what's new in release 4.13?") == ["4.13"]
 
 
 # --- a unit naming every term of the question: answered, from that unit's document ----------------

@@ -231,7 +231,7 @@ def test_a_pronoun_can_stand_for_the_name_the_previous_answer_gave() -> None:
         (
             "and if it's over 7,500?",
             "who approves an expense claim of $1,500?",
-            "who approves an expense claim of $1,500 if it's over 7,500?",
+            "who approves an expense claim if it's over 7,500?",  # the condition's sum replaces the one asked before
         ),
     ],
 )
