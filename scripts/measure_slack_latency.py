@@ -75,10 +75,55 @@ def summary(values: list[float]) -> dict | None:
     }
 
 
+def process_tree(pid: int) -> list[int]:
+    """The process and all its descendants (kbbot serve's answering processes, its parsing workers)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            child, ppid = int(stat.parent.name), int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(child)
+    tree, todo = [], [pid]
+    while todo:
+        tree.append(todo.pop())
+        todo += children.get(tree[-1], [])
+    return tree
+
+
+def cpu_by_process(pid: int) -> dict[int, float]:
+    """User + system CPU time so far of a process and of each of its live descendants (Linux /proc)."""
+    seconds = {}
+    for member in process_tree(pid):
+        try:
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        seconds[member] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return seconds
+
+
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc): the work a burst costs, whatever the load."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU time so far of a process and its live descendants: the work a burst costs, whatever
+    the load."""
+    return sum(cpu_by_process(pid).values())
+
+
+def rss_mb(pid: int) -> tuple[float, float, int]:
+    """(resident MB summed, proportional MB — shared pages split between their sharers —, number of processes)
+    of a process and its descendants."""
+    rss = pss = 0
+    tree = process_tree(pid)
+    for member in tree:
+        try:
+            for line in Path(f"/proc/{member}/smaps_rollup").read_text().splitlines():
+                name, _, value = line.partition(":")
+                if name in ("Rss", "Pss"):
+                    kib = int(value.split()[0])
+                    rss, pss = (rss + kib, pss) if name == "Rss" else (rss, pss + kib)
+        except (OSError, ValueError, IndexError):
+            continue
+    return round(rss / 1024, 1), round(pss / 1024, 1), len(tree)
 
 
 def prepare_data_dir(source: Path | None, workdir: Path) -> Path:
@@ -253,7 +298,7 @@ def main() -> int:
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 )  # fmt: skip
                 time.sleep(1.0)
-            cpu_before, own_cpu_before = cpu_seconds(process.pid), time.process_time()
+            cpu_before, own_cpu_before = cpu_by_process(process.pid), time.process_time()
             calls_before = len(fake.calls)
             with ThreadPoolExecutor(args.concurrent) as pool:
                 barrier = threading.Barrier(args.concurrent)
@@ -266,7 +311,10 @@ def main() -> int:
             concurrent = [p for p, _, _ in fired]
             burst_started = min(p.sent for p in concurrent)
             lost = wait_replies(fake, concurrent, timeout=args.timeout)
-            burst_cpu_s = cpu_seconds(process.pid) - cpu_before
+            cpu_after = cpu_by_process(process.pid)
+            burst_cpu_s = sum(cpu_after.values()) - sum(cpu_before.get(p, 0.0) for p in cpu_after)
+            serving_cpu_s = cpu_after.get(process.pid, 0.0) - cpu_before.get(process.pid, 0.0)
+            serve_rss_mb, serve_pss_mb, serve_processes = rss_mb(process.pid)
             load_generator_cpu_s = time.process_time() - own_cpu_before
             burst_calls = Counter(c.method for c in fake.calls[calls_before:])
             if spy is not None:
@@ -311,7 +359,11 @@ def main() -> int:
                     "first_feedback": summary([f for p in concurrent if (f := p.feedback()) is not None]),
                     "first_reply": summary(first_replies),
                     "burst_wall_s": round(burst_done - burst_started, 2),
-                    "burst_cpu_s": round(burst_cpu_s, 2),  # kbbot serve's CPU time for the burst
+                    "burst_cpu_s": round(burst_cpu_s, 2),  # kbbot serve's CPU time for the burst (all its processes)
+                    "serving_process_cpu_s": round(serving_cpu_s, 2),  # of which kbbot serve's own process
+                    "serve_rss_mb": serve_rss_mb,  # kbbot serve's resident memory after the burst, all its processes
+                    "serve_pss_mb": serve_pss_mb,  # the same, shared pages counted once
+                    "serve_processes": serve_processes,
                     # this process's: the senders and the fake Slack Web API, competing for the same cores
                     "load_generator_cpu_s": round(load_generator_cpu_s, 2),
                     # Web API calls kbbot made during the burst, per mention (each an HTTP round trip under the GIL)
