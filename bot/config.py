@@ -46,6 +46,8 @@ class Settings(BaseSettings):
     slack_ingest_workers: int = Field(2, alias="KBBOT_SLACK_INGEST_WORKERS", ge=1, le=16)
     slack_streaming: bool = Field(True, alias="KBBOT_SLACK_STREAMING")
     slack_warmup: bool = Field(True, alias="KBBOT_SLACK_WARMUP")
+    # Questions answered in this many worker processes (bot/core/answer_processes.py); 0: in `kbbot serve` itself.
+    answer_processes: int = Field(0, alias="KBBOT_ANSWER_PROCESSES", ge=0, le=16)
     shutdown_grace_s: float = Field(30.0, alias="KBBOT_SHUTDOWN_GRACE", ge=0)
 
     admin_users: str = Field("", alias="KBBOT_ADMIN_USERS")

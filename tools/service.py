@@ -68,9 +68,16 @@ class KbSummary:
 
 
 class KnowledgeService:
-    def __init__(self, settings: ToolSettings, wrap_embedder: Callable[[Embedder], Embedder] | None = None):
+    def __init__(
+        self,
+        settings: ToolSettings,
+        wrap_embedder: Callable[[Embedder], Embedder] | None = None,
+        store: KnowledgeStore | None = None,
+    ):
         self.settings = settings
         self._wrap_embedder = wrap_embedder  # e.g. the benchmarks' corpus-embedding cache
+        if store is not None:  # e.g. an answering process's read-only view (bot/core/answer_processes.py)
+            self.__dict__["store"] = store
 
     def close(self) -> None:
         """Release the store (Chroma client) if it was opened; the embedder stays cached per process."""

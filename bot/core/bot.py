@@ -69,6 +69,7 @@ class KnowledgeBot:
         self._signature: tuple | None = None
         self._signature_checked = -DECLARATIONS_CHECK_S
         self._refresh_lock = threading.Lock()
+        self.reads_declarations = True  # False in an answering process: it reads the rules the registry holds
 
     def close(self) -> None:
         self.records.close()
@@ -133,6 +134,15 @@ class KnowledgeBot:
     def _snapshot(self) -> dict[str, KbEntry]:
         """The KBs and the rules in force, once per call; declarations are re-read when a kb.toml changed
         (looked at every few seconds, not on every call: a listener thread may be waiting)."""
+        self.refresh_if_changed()
+        return self.service.catalog()
+
+    def refresh_if_changed(self) -> None:
+        """Read the kb.toml files into the registry if one changed (looked at every few seconds). An answering
+        process (bot/core/answer_processes.py) never does: the serving process does it before handing a
+        question over, so there is one writer of the rules and the answering process reads them from the registry."""
+        if not self.reads_declarations:
+            return
         with self._refresh_lock:  # one reader of the files at a time: an older read never lands after a newer one
             now = time.monotonic()
             if now - self._signature_checked >= DECLARATIONS_CHECK_S:
@@ -141,7 +151,6 @@ class KnowledgeBot:
                 if signature != self._signature:
                     self.refresh()
                     self._signature = signature
-        return self.service.catalog()
 
     def _member_of(self, origin: Origin, entries: dict[str, KbEntry]) -> frozenset[str]:
         return self._memberships(origin, entries)[0]

@@ -299,7 +299,7 @@ def ask(
     answer before it is rendered (the assistant pane titles its thread with the standalone query). With
     `only_if_answered` (auto-reply) everything but a cited answer is None: nothing is said, nothing recorded."""
     try:
-        result = deps.bot.ask(origin, text, history, on_status=on_status, silent_refusals=only_if_answered)
+        result = deps.ask(origin, text, history, on_status=on_status, silent_refusals=only_if_answered)
         if only_if_answered and result.answer.status != "answered":
             return None
         if on_answer is not None:

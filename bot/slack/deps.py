@@ -14,6 +14,7 @@ from urllib.parse import urlparse
 
 from bot.config import Settings
 from bot.core import KnowledgeBot
+from bot.core.answer_processes import AnswerProcesses
 from bot.slack.assistant_threads import PaneThreads
 from bot.slack.idempotency import ClaimLedger
 from bot.slack.people import SlackPeople
@@ -66,6 +67,11 @@ class SlackDeps:
     streaming: Capability = field(default_factory=lambda: Capability("chat streaming"))
     status: Capability = field(default_factory=lambda: Capability("assistant.threads.setStatus"))
     people: SlackPeople | None = None  # uploaders' names for Sources (set by build_slack)
+    answerer: AnswerProcesses | None = None  # KBBOT_ANSWER_PROCESSES: questions answered in worker processes
+
+    def ask(self, *args, **kwargs):
+        """KnowledgeBot.ask, in an answering process when there are some (same rules, same result)."""
+        return (self.answerer or self.bot).ask(*args, **kwargs)
 
     @property
     def bot_token(self) -> str:
@@ -97,6 +103,8 @@ class SlackDeps:
         self.ingests.close()
         finished &= self.answers.drain(max(0.0, deadline - time.monotonic()))
         finished &= self.ingests.drain(max(0.0, deadline - time.monotonic()))
+        if self.answerer is not None:
+            self.answerer.close()
         self.side.shutdown(wait=finished, cancel_futures=not finished)
         self.listeners.shutdown(wait=False, cancel_futures=True)
         self.ledger.close()

@@ -95,6 +95,12 @@ def serve(settings: Settings, host: str = "0.0.0.0", port: int | None = None) ->
     deps.start_threads()  # not one by one under the first burst of events
     deps.bot.open_store()  # this process owns the embedded store from now on (or stops here, saying who does)
     deps.bot.refresh()  # logs every kb.toml that cannot be read (its KB keeps its last known rules)
+    if settings.answer_processes:  # started now, warming up in the background (each loads the model)
+        from bot.core.answer_processes import AnswerProcesses
+
+        deps.answerer = AnswerProcesses(
+            deps.bot, settings.answer_processes, settings.slack_workers, warm=settings.slack_warmup
+        ).start()
     threading.Thread(
         target=_start_up, args=(deps, app.client, settings.slack_warmup), name="kbbot-start", daemon=True
     ).start()
@@ -133,7 +139,7 @@ def _start_up(deps: SlackDeps, client: WebClient, warm: bool) -> None:
     """Load the model and indexes (unless KBBOT_SLACK_WARMUP=off), then answer what an earlier run left."""
     from bot.slack.resume import resume_held
 
-    if warm:
+    if warm and deps.answerer is None:  # answering processes warm themselves up
         _warm_up(deps.bot)
     try:
         resume_held(deps, client)

@@ -1,0 +1,209 @@
+"""Questions answered in worker processes (KBBOT_ANSWER_PROCESSES, bot/core/answer_processes.py).
+
+The Slack surface as in test_slack_surface.py, with the answers given by two real answering processes: the
+same scenarios (imported from there, so they run here against this module's bot), then what only a second
+process can get wrong — the store it must never open, rules and memberships it must not guess, an ingest in
+the serving process it must see, a worker that dies.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pytest
+from helpers.slack_helpers import dm_channel
+from helpers.slackbot import running_bot
+from test_slack_surface import (  # noqa: F401 - collected here, run against this module's `slack_bot`
+    CFO,
+    EMPLOYEE,
+    FINANCE,
+    PEOPLE,
+    reply_text,
+    test_dm_is_answered_and_feedback_is_recorded,
+    test_kb_upload_modal_downloads_ingests_and_answers_from_the_file,
+    test_mention_gets_a_threaded_cited_answer,
+    test_restricted_kb_is_cited_only_where_allowed,
+    wait_reply,
+)
+
+from bot.core import KnowledgeBaseError, Origin
+from bot.core.answer_processes import AnswerProcesses, RemoteCollection
+
+FINANCE_QUESTION = "What is the Q3 FY2027 revenue target?"
+
+
+@pytest.fixture(scope="module")
+def slack_bot(slack_settings, fake_slack):
+    """The Slack bot of conftest.py, its questions handed to two answering processes (warmed up first)."""
+    with running_bot(slack_settings, fake_slack, warm=False) as bot:
+        bot.deps.answerer = AnswerProcesses(bot.deps.bot, 2, threads=4).start()
+        assert bot.deps.answerer.wait_ready(), "the answering processes did not start"
+        yield bot
+
+
+@pytest.fixture(autouse=True)
+def _answered_by_the_workers(bot):
+    """Every question of every test here is answered by an answering process, never by the serving one."""
+    answerer = bot.deps.answerer
+    before = answerer.in_process
+    yield
+    assert answerer.in_process == before, "a question was answered in the serving process"
+
+
+def test_the_answer_is_the_one_the_serving_process_would_give(bot):
+    question = "How many vacation days do full-time staff get per year?"
+    origin = Origin.slack_channel(PEOPLE, EMPLOYEE)
+    remote = bot.deps.answerer.ask(origin, question)
+    local = bot.kbbot.ask(origin, question)
+    assert remote.answer.answer == local.answer.answer and "25 days" in remote.answer.answer
+    assert [c.chunk_id for c in remote.answer.citations] == [c.chunk_id for c in local.answer.citations]
+    assert [c.updated_at for c in remote.answer.citations] == [c.updated_at for c in local.answer.citations]
+    # recorded by the answering process, readable by the serving one
+    assert bot.kbbot.answer_record(remote.answer_id)["question"] == question
+
+
+def test_the_answering_processes_never_open_the_embedded_store(bot):
+    lock = bot.kbbot.settings.resolved_data_dir / "store.lock"
+    holder = json.loads(lock.read_text())["pid"]
+    assert holder == os.getpid()
+    assert holder not in bot.deps.answerer.pids() and len(bot.deps.answerer.pids()) == 2
+    collection = bot.kbbot.service.store.require_kb("people").collection
+    # What an answering process may ask the serving one to do with Chroma: reads, nothing else.
+    with pytest.raises(KnowledgeBaseError, match="not a read"):
+        bot.deps.answerer._carry_out("chroma", (collection, "delete", {"ids": ["x"]}))
+    with pytest.raises(KnowledgeBaseError, match="does not exist"):
+        bot.deps.answerer._carry_out("chroma", ("kbbot_nosuch_g0", "get", {"ids": ["x"]}))
+    with pytest.raises(KnowledgeBaseError, match="only reads"):
+        RemoteCollection(None, collection, {}).upsert(ids=["x"])  # type: ignore[arg-type]
+
+
+def test_a_failed_membership_lookup_fails_closed_in_the_worker(bot):
+    bot.fake.errors["conversations.members"] = "internal_error"
+    message, _ = bot.send.dm(CFO, FINANCE_QUESTION)
+    [reply] = wait_reply(bot, dm_channel(CFO), message["ts"])
+    assert "21.6" not in reply_text(reply)
+    [record] = bot.kbbot.records.answers_in(dm_channel(CFO), message["ts"])
+    assert "finance" not in record["kbs"]
+    assert bot.fake.calls_of("conversations.members"), "the lookup was asked of Slack (and failed)"
+
+
+def test_a_killed_worker_loses_no_question_and_is_replaced(bot):
+    answerer = bot.deps.answerer
+    victim = answerer.pids()[0]
+    restarts = answerer.restarts
+    os.kill(victim, signal.SIGKILL)
+    message, _ = bot.send.mention(PEOPLE, EMPLOYEE, "How many vacation days do full-time staff get per year?")
+    [reply] = wait_reply(bot, PEOPLE, message["ts"])
+    assert "25 days" in reply_text(reply)  # asked again of the other worker if it went to the dead one
+    deadline = time.monotonic() + 60
+    while (answerer.restarts == restarts or len(answerer.pids()) < 2) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert answerer.restarts == restarts + 1 and victim not in answerer.pids() and len(answerer.pids()) == 2
+    assert answerer.wait_ready(60)
+    message, _ = bot.send.mention(PEOPLE, EMPLOYEE, "How many paid sick days are there per year?")
+    [reply] = wait_reply(bot, PEOPLE, message["ts"])
+    assert "10 paid sick days" in reply_text(reply)
+
+
+def test_a_kb_restricted_in_its_kb_toml_is_restricted_in_the_workers(synced_data_dir, tmp_path):
+    """Only the serving process reads kb.toml files; it does so before handing a question over, so a KB made
+    restricted is never searched by an answering process still holding the old rules."""
+    import shutil
+
+    from helpers.fake_slack import FakeSlack
+    from helpers.slackbot import slack_settings_for
+
+    from bot.config import REPO_ROOT
+
+    data_dir, kbs = tmp_path / "data", tmp_path / "knowledge_bases"
+    shutil.copytree(synced_data_dir, data_dir)
+    shutil.copytree(REPO_ROOT / "knowledge_bases", kbs)
+    fake = FakeSlack().start()
+    settings = slack_settings_for(data_dir, fake.api_url, KBBOT_KNOWLEDGE_BASES_DIR=kbs)
+    try:
+        with running_bot(settings, fake, warm=False) as bot:
+            bot.deps.answerer = answerer = AnswerProcesses(bot.deps.bot, 1, threads=2).start()
+            assert answerer.wait_ready()
+            question, engineering = "How many vacation days do full-time staff get per year?", "C0ENG00001"
+
+            def cited_people() -> bool:
+                message, _ = bot.send.mention(engineering, EMPLOYEE, question)
+                wait_reply(bot, engineering, message["ts"])
+                [record] = bot.kbbot.records.answers_in(engineering, message["ts"])
+                return "people" in {c["kb"] for c in record["citations"]}
+
+            assert cited_people()
+            path = kbs / "people" / "kb.toml"
+            path.write_text(
+                path.read_text(encoding="utf-8")
+                .replace('visibility = "public"', 'visibility = "restricted"')
+                .replace("allowed_channels = []", 'allowed_channels = ["C0PEOPLE01"]'),
+                encoding="utf-8",
+            )
+            time.sleep(2.2)  # bot.core.bot.DECLARATIONS_CHECK_S: how often the files are looked at
+            assert not cited_people()
+            assert answerer.in_process == 0
+    finally:
+        fake.stop()
+
+
+def _children(pid: int) -> list[int]:
+    from pathlib import Path
+
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def _answering(pids: list[int]) -> list[int]:
+    from pathlib import Path
+
+    def cmdline(pid: int) -> str:
+        try:
+            return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            return ""
+
+    return [p for p in pids if "spawn_main" in cmdline(p)]
+
+
+def test_kbbot_serve_answers_in_its_answering_processes_and_they_die_with_it(synced_data_dir, tmp_path):
+    """`kbbot serve` with KBBOT_ANSWER_PROCESSES=2 as its own process: two answering processes, the answer,
+    and no answering process left behind by a kill -9 of the server."""
+    import shutil
+
+    from helpers.fake_slack import FakeSlack
+    from helpers.slack_helpers import SlackSender
+    from helpers.slackbot import slack_settings_for, spawn_serve
+
+    shutil.copytree(synced_data_dir, tmp_path / "data")
+    fake = FakeSlack().start()
+    settings = slack_settings_for(tmp_path / "data", fake.api_url, KBBOT_SLACK_STREAMING="off")
+    serve = spawn_serve(settings, tmp_path, KBBOT_ANSWER_PROCESSES="2")
+    try:
+        serve.wait_healthy()
+        message, _ = SlackSender(serve.url, fake).mention(
+            PEOPLE, EMPLOYEE, "How many paid sick days are there per year?"
+        )
+        [reply] = fake.wait_for(lambda: fake.bot_replies(PEOPLE, message["ts"]), timeout=120, what="the reply")
+        assert "10 paid sick days" in reply_text(reply)
+        workers = _answering(_children(serve.process.pid))
+        assert len(workers) == 2, serve.log.read_text(errors="replace")[-2000:]
+        serve.process.kill()
+        serve.process.wait(timeout=30)
+        deadline = time.monotonic() + 20
+        while any(os.path.exists(f"/proc/{p}") for p in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(os.path.exists(f"/proc/{p}") for p in workers), "an answering process outlived its server"
+    finally:
+        if serve.process.poll() is None:
+            serve.process.kill()
+        fake.stop()
