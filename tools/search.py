@@ -247,6 +247,19 @@ class HybridSearcher:
             documents = np.concatenate([documents, extra])
         return _Snapshot(keyword, all_vectors, all_present, documents, owner)
 
+    def prefetch_texts(self, kb: str, max_chunks: int = CHUNK_CACHE) -> int:
+        """Read the texts of all the KB's live chunks into its snapshot now, if it has at most `max_chunks`
+        (an answering process does at warm-up: each text it would read later is a round trip through the
+        serving process). The number read."""
+        keyword = self.store.keyword_index(kb)
+        snapshot = self._snapshot(kb, keyword)
+        if snapshot is None or len(keyword.chunk_ids) > max_chunks:
+            return 0
+        positions = [keyword.position[c] for c in keyword.live_chunk_ids()]
+        for start in range(0, len(positions), 5000):
+            self._chunks_at(kb, snapshot, positions[start : start + 5000])
+        return len(positions)
+
     def _chunks_at(self, kb: str, snap: _Snapshot, positions: list[int]) -> dict[int, StoredChunk]:
         """The chunks at these positions, from the snapshot's cache or the collection (absent ones left out)."""
         found = {i: c for i in positions if (c := snap.chunks.get(i)) is not None}

@@ -40,6 +40,7 @@ import os
 import pickle
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
@@ -234,6 +235,7 @@ def _serve(conn, settings: Settings, threads: int, warm: bool) -> None:  # noqa:
         try:
             if warm:
                 bot.warm_up()
+                bot.prefetch_texts()  # each text read later would be a round trip through the serving process
         except Exception as exc:
             log.info("warm-up skipped: %s", exc)
         with contextlib.suppress(Exception):
@@ -382,6 +384,7 @@ class AnswerProcesses:
         self._closed = False
         self.restarts = 0
         self._failed_starts = 0
+        self.requests: Counter[str] = Counter()  # what the answering processes asked of this one
         self.in_process = 0  # questions answered by the serving process (no worker running)
 
     def start(self) -> AnswerProcesses:
@@ -478,6 +481,8 @@ class AnswerProcesses:
     # Requests of the answering processes, carried out here (on a small pool, not on the pipe's reader).
 
     def serve_request(self, worker: _Worker, rid: int, what: str, args: tuple) -> None:
+        self.requests[what if what != "chroma" else f"chroma.{args[1]}"] += 1  # for measurements
+
         def run() -> None:
             try:
                 reply = ("reply", rid, True, self._carry_out(what, args))

@@ -112,6 +112,14 @@ class KnowledgeBot:
         self.ask(Origin.cli(), "warm-up: what is in the knowledge base?")
         self.ask(Origin.cli(), "预热：知识库里有什么？")
 
+    def prefetch_texts(self) -> int:
+        """Read the chunk texts of the (small enough) KBs into the searcher's snapshots; the number read."""
+        total = 0
+        for name, entry in self._snapshot().items():
+            if entry.exists and not entry.model_problem:
+                total += self.engine.searcher.prefetch_texts(name)
+        return total
+
     def warm_up_ingest(self) -> None:
         """Load the chunker now: llama-index's sentence splitter imports NLTK (and through it SciPy) on its
         first split — seconds of CPU, paid by the first document a process publishes."""
