@@ -228,8 +228,11 @@ def _serve(conn, settings: Settings, threads: int, warm: bool) -> None:  # noqa:
             reply = ("result", qid, True, result)
         except BaseException as exc:  # everything goes back to the caller, which decides what people see
             reply = ("result", qid, False, _portable(exc))
-        with contextlib.suppress(Exception):
+        try:
             channel.send(reply)
+        except Exception as exc:  # e.g. a result that cannot be pickled: the caller must not wait for it
+            with contextlib.suppress(Exception):
+                channel.send(("result", qid, False, RuntimeError(f"the answer could not be sent: {exc!r:.200}")))
 
     def warm_up() -> None:
         try:
