@@ -362,6 +362,13 @@ class _Worker:
         self.ready.set()  # nobody waits for a worker that is gone
         self.owner.worker_gone(self)
 
+    def kill(self, why: str) -> None:
+        """Stop it now: its reader sees the pipe close and fails what it held (asked again elsewhere), and the
+        owner starts another."""
+        log.warning("answering process %s %s; killing it", self.pid, why)
+        with contextlib.suppress(Exception):
+            self.process.kill()
+
     def stop(self, timeout: float = 5.0) -> None:
         with contextlib.suppress(Exception):
             self.channel.send(("stop",))
@@ -378,8 +385,12 @@ class AnswerProcesses:
     """`ask` like KnowledgeBot's, answered by one of `count` answering processes (started by `start()`, in
     the background), or by `bot` itself while none is running."""
 
-    def __init__(self, bot: KnowledgeBot, count: int, threads: int, warm: bool = True):
+    def __init__(
+        self, bot: KnowledgeBot, count: int, threads: int, warm: bool = True, answer_timeout_s: float | None = None
+    ):
         self.bot, self.settings, self.count, self.threads, self.warm = bot, bot.settings, count, threads, warm
+        # how long a worker may hold a question before it is taken for stuck
+        self.answer_timeout_s = answer_timeout_s or self.settings.question_deadline_s + EXTRA_WAIT_S
         self._workers: list[_Worker] = []
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -472,9 +483,12 @@ class AnswerProcesses:
             qid = next(self._ids)
             try:
                 future = worker.ask(qid, (origin, question, tuple(history), silent_refusals), on_status)
-                return future.result(self.settings.question_deadline_s + EXTRA_WAIT_S)
+                return future.result(self.answer_timeout_s)
             except TimeoutError:
+                # A stuck worker would look the least busy once this question is off its count: it goes, and
+                # what else it held is asked again elsewhere.
                 worker._finish(qid)
+                worker.kill(f"did not answer a question in {self.answer_timeout_s:g} s")
                 raise WorkerGone("the answering process did not answer in time") from None
             except WorkerGone:
                 if len(tried) > 1:

@@ -30,7 +30,7 @@ from test_slack_surface import (  # noqa: F401 - collected here, run against thi
 )
 
 from bot.core import KnowledgeBaseError, Origin
-from bot.core.answer_processes import AnswerProcesses, RemoteCollection
+from bot.core.answer_processes import AnswerProcesses, RemoteCollection, WorkerGone
 
 FINANCE_QUESTION = "What is the Q3 FY2027 revenue target?"
 
@@ -106,6 +106,27 @@ def test_a_killed_worker_loses_no_question_and_is_replaced(bot):
     message, _ = bot.send.mention(PEOPLE, EMPLOYEE, "How many paid sick days are there per year?")
     [reply] = wait_reply(bot, PEOPLE, message["ts"])
     assert "10 paid sick days" in reply_text(reply)
+
+
+def _wait_until(condition, timeout: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return condition()
+
+
+def test_a_worker_that_stops_answering_is_killed_and_replaced(bot):
+    answerer = AnswerProcesses(bot.kbbot, 1, threads=2, warm=False, answer_timeout_s=3.0).start()
+    try:
+        assert answerer.wait_ready()
+        [stuck] = answerer.pids()
+        os.kill(stuck, signal.SIGSTOP)  # alive, answering nothing
+        with pytest.raises(WorkerGone, match="in time"):
+            answerer.ask(Origin.slack_channel(PEOPLE, EMPLOYEE), "How many paid sick days are there per year?")
+        assert _wait_until(lambda: answerer.pids() and stuck not in answerer.pids()), "the stuck worker stayed"
+        assert answerer.restarts == 1 and not os.path.exists(f"/proc/{stuck}")
+    finally:
+        answerer.close()
 
 
 def test_a_kb_restricted_in_its_kb_toml_is_restricted_in_the_workers(synced_data_dir, tmp_path):
