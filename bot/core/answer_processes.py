@@ -27,7 +27,9 @@ What an answering process may touch, and why it is sound:
 - Answers are recorded by the answering process into records.sqlite3 (SQLite, WAL, shared by design).
 
 A worker that dies fails the questions it held ("try again"), and is replaced. If none can be started,
-questions are answered in the serving process, as without this setting.
+questions are answered in the serving process, as without this setting. A stopping server keeps its workers
+(they ignore the Ctrl-C and SIGTERM sent to the process group) until it has drained; what is still unanswered
+when it closes them stays held for the next start (`Stopping`), never answered by the unwarmed serving process.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import logging
 import multiprocessing
 import os
 import pickle
+import signal
 import threading
 import time
 from collections import Counter
@@ -65,6 +68,11 @@ MAX_FAILED_STARTS = 3  # workers that die before they are ready, before the serv
 
 class WorkerGone(KnowledgeBaseError):
     """The answering process stopped before answering (the question can be asked again)."""
+
+
+class Stopping(WorkerGone):
+    """kbbot is stopping: the question was not answered, and is not answered in the serving process (which
+    never warmed up); a Slack question stays held and is answered at the next start."""
 
 
 # --- the answering process's side --------------------------------------------------------------
@@ -208,6 +216,10 @@ def _portable(exc: BaseException) -> BaseException:
 
 def _serve(conn, settings: Settings, threads: int, warm: bool) -> None:  # noqa: ANN001 - a Connection
     """An answering process: one KnowledgeBot, `threads` questions at a time."""
+    # Ctrl-C and a service manager's SIGTERM reach the whole process group: the serving process still drains
+    # its questions through this one, which ends when it is told to ("stop") or the pipe closes.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     from bot.core.bot import KnowledgeBot
     from tools.service import KnowledgeService
 
@@ -396,6 +408,7 @@ class AnswerProcesses:
         self._ids = itertools.count(1)
         self._rpc = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbbot-answer-rpc")
         self._closed = False
+        self._restarting: set[threading.Timer] = set()  # replacements not started yet (cancelled by close)
         self.restarts = 0
         self._failed_starts = 0
         self.requests: Counter[str] = Counter()  # what the answering processes asked of this one
@@ -433,12 +446,11 @@ class AnswerProcesses:
         with self._lock:
             if worker in self._workers:
                 self._workers.remove(worker)
-            closed = self._closed
+            if self._closed:
+                return
             if not worker.started:  # died before it could answer: starting it again would fail again
                 self._failed_starts += 1
             give_up = self._failed_starts >= MAX_FAILED_STARTS
-        if closed:
-            return
         worker.process.join(1)
         if give_up:
             log.error(
@@ -451,7 +463,18 @@ class AnswerProcesses:
             return
         log.warning("answering process %s stopped (exit %s); starting another", worker.pid, worker.process.exitcode)
         self.restarts += 1
-        threading.Timer(RESTART_DELAY_S, self._spawn, args=(worker.index,)).start()
+        timer = threading.Timer(RESTART_DELAY_S, self._restart, args=(worker.index,))
+        timer.daemon = True
+        with self._lock:
+            if self._closed:
+                return
+            self._restarting.add(timer)
+        timer.start()
+
+    def _restart(self, index: int) -> None:
+        with self._lock:
+            self._restarting.discard(threading.current_thread())  # type: ignore[arg-type]
+        self._spawn(index)
 
     def _pick(self, tried: set[int] = frozenset()) -> _Worker | None:  # type: ignore[assignment]
         with self._lock:
@@ -474,6 +497,8 @@ class AnswerProcesses:
         one stops meanwhile — once: a worker that died after recording its answer leaves a second record."""
         tried: set[int] = set()
         while True:
+            if self._closed:
+                raise Stopping("kbbot is stopping")
             worker = self._pick(tried) if kb is None else None
             if worker is None:
                 self.in_process += 1
@@ -491,6 +516,8 @@ class AnswerProcesses:
                 worker.kill(f"did not answer a question in {self.answer_timeout_s:g} s")
                 raise WorkerGone("the answering process did not answer in time") from None
             except WorkerGone:
+                if self._closed:
+                    raise Stopping("kbbot is stopping") from None
                 if len(tried) > 1:
                     raise
                 log.warning("answering process %s stopped while answering; asking again elsewhere", worker.pid)
@@ -536,6 +563,9 @@ class AnswerProcesses:
         with self._lock:
             self._closed = True
             workers, self._workers = self._workers, []
+            restarting, self._restarting = self._restarting, set()
+        for timer in restarting:
+            timer.cancel()
         for worker in workers:
             worker.stop(timeout)
         self._rpc.shutdown(wait=False, cancel_futures=True)

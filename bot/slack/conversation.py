@@ -18,6 +18,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot.core import Answer, EmptyQuestion, KnowledgeBaseError, Origin, Turn
+from bot.core.answer_processes import Stopping
 from bot.slack import builders
 from bot.slack.deps import SlackDeps
 from bot.slack.markup import clean_text
@@ -306,6 +307,8 @@ def ask(
             on_answer(result.answer)
     except EmptyQuestion:
         return None if only_if_answered else RenderedAnswer(text=GREETING, markdown=GREETING)
+    except Stopping:
+        raise  # not an answer: the question stays held for the next start
     except KnowledgeBaseError as exc:  # the store is unreachable or refuses: the operator's log says why
         log.error("answering in %s failed: %s", origin.channel, exc)
         return None if only_if_answered else render_error(UNAVAILABLE)
@@ -449,6 +452,9 @@ def answer_question(
             on_answer,
             only_if_answered=question.quiet,
         )
+    except Stopping:
+        log.info("kbbot stopped before answering %s/%s (answered at the next start)", question.channel, question.ts)
+        return  # held, not released
     finally:
         status.close()
     if rendered is None:  # auto-reply with no answer: silence

@@ -30,7 +30,7 @@ from test_slack_surface import (  # noqa: F401 - collected here, run against thi
 )
 
 from bot.core import KnowledgeBaseError, Origin
-from bot.core.answer_processes import AnswerProcesses, RemoteCollection, WorkerGone
+from bot.core.answer_processes import AnswerProcesses, RemoteCollection, Stopping, WorkerGone
 
 FINANCE_QUESTION = "What is the Q3 FY2027 revenue target?"
 
@@ -184,6 +184,15 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _running(pid: int) -> bool:
+    from pathlib import Path
+
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def _answering(pids: list[int]) -> list[int]:
     from pathlib import Path
 
@@ -196,9 +205,18 @@ def _answering(pids: list[int]) -> list[int]:
     return [p for p in pids if "spawn_main" in cmdline(p)]
 
 
+def test_once_closed_no_question_is_answered_in_the_serving_process(bot):
+    answerer = AnswerProcesses(bot.kbbot, 0, threads=1).start()
+    answerer.close()
+    with pytest.raises(Stopping):
+        answerer.ask(Origin.slack_channel(PEOPLE, EMPLOYEE), "How many paid sick days are there per year?")
+    assert answerer.in_process == 0
+
+
 def test_kbbot_serve_answers_in_its_answering_processes_and_they_die_with_it(synced_data_dir, tmp_path):
-    """`kbbot serve` with KBBOT_ANSWER_PROCESSES=2 as its own process: two answering processes, the answer,
-    and no answering process left behind by a kill -9 of the server."""
+    """`kbbot serve` with KBBOT_ANSWER_PROCESSES=2 as its own process: two answering processes, the answer;
+    a Ctrl-C (to the whole process group) leaves them answering while the server drains, and no answering
+    process is left behind by a kill -9 of the server."""
     import shutil
 
     from helpers.fake_slack import FakeSlack
@@ -208,16 +226,23 @@ def test_kbbot_serve_answers_in_its_answering_processes_and_they_die_with_it(syn
     shutil.copytree(synced_data_dir, tmp_path / "data")
     fake = FakeSlack().start()
     settings = slack_settings_for(tmp_path / "data", fake.api_url, KBBOT_SLACK_STREAMING="off")
-    serve = spawn_serve(settings, tmp_path, KBBOT_ANSWER_PROCESSES="2")
+    serve = spawn_serve(settings, tmp_path, KBBOT_ANSWER_PROCESSES="2", KBBOT_SLACK_WARMUP="off")
     try:
         serve.wait_healthy()
-        message, _ = SlackSender(serve.url, fake).mention(
-            PEOPLE, EMPLOYEE, "How many paid sick days are there per year?"
-        )
+        sender = SlackSender(serve.url, fake)
+        message, _ = sender.mention(PEOPLE, EMPLOYEE, "How many paid sick days are there per year?")
         [reply] = fake.wait_for(lambda: fake.bot_replies(PEOPLE, message["ts"]), timeout=120, what="the reply")
         assert "10 paid sick days" in reply_text(reply)
         workers = _answering(_children(serve.process.pid))
         assert len(workers) == 2, serve.log.read_text(errors="replace")[-2000:]
+        fake.stalled.add("conversations.members")  # a question in a worker while the server stops
+        sender.dm(CFO, FINANCE_QUESTION)
+        fake.wait_for(lambda: fake.calls_of("conversations.members"), timeout=120, what="the membership lookup")
+        for pid in (serve.process.pid, *workers):
+            os.kill(pid, signal.SIGINT)
+        time.sleep(2)
+        assert all(_running(p) for p in workers), "an answering process stopped before its server"
+        assert "starting another" not in serve.log.read_text(errors="replace")
         serve.process.kill()
         serve.process.wait(timeout=30)
         deadline = time.monotonic() + 20
