@@ -368,6 +368,11 @@ class _Worker:
             self.gone = True
             questions, self._questions = self._questions, {}
             self.in_flight = 0
+        # The pipe is unreadable or closed: a process still running could never be heard from again.
+        with contextlib.suppress(Exception):
+            self.process.kill()
+        with contextlib.suppress(Exception):
+            self.conn.close()
         for future, _ in questions.values():
             with contextlib.suppress(Exception):
                 future.set_exception(WorkerGone("the answering process stopped while answering"))
