@@ -63,7 +63,7 @@ CHROMA_READS = frozenset({"get", "query", "count"})
 EXTRA_WAIT_S = 30.0  # beyond the question's deadline, before a question held by a stuck worker is failed
 START_TIMEOUT_S = 180.0
 RESTART_DELAY_S = 1.0
-MAX_FAILED_STARTS = 3  # workers that die before they are ready, before the serving process stops starting them
+MAX_FAILED_STARTS = 3  # workers in a row that die before they are ready, before no more are started
 
 
 class WorkerGone(KnowledgeBaseError):
@@ -357,6 +357,7 @@ class _Worker:
                 elif kind == "ready":
                     self.started = True
                     self.ready.set()
+                    self.owner.worker_ready()
         except (EOFError, OSError):
             pass
         except Exception:
@@ -415,7 +416,7 @@ class AnswerProcesses:
         self._closed = False
         self._restarting: set[threading.Timer] = set()  # replacements not started yet (cancelled by close)
         self.restarts = 0
-        self._failed_starts = 0
+        self._failed_starts = 0  # in a row: workers that died before they were ready, since one was
         self.requests: Counter[str] = Counter()  # what the answering processes asked of this one
         self.in_process = 0  # questions answered by the serving process (no worker running)
 
@@ -453,17 +454,17 @@ class AnswerProcesses:
                 self._workers.remove(worker)
             if self._closed:
                 return
-            if not worker.started:  # died before it could answer: starting it again would fail again
+            if not worker.started:  # died before it could answer: starting another may well fail again
                 self._failed_starts += 1
-            give_up = self._failed_starts >= MAX_FAILED_STARTS
+            give_up = not worker.started and self._failed_starts >= MAX_FAILED_STARTS
         worker.process.join(1)
         if give_up:
             log.error(
-                "answering process %s stopped before it was ready (exit %s), %d times: questions are answered in "
-                "the serving process from now on",
+                "answering process %s stopped before it was ready (exit %s), the %d. in a row: no more are started "
+                "(questions are answered by those left, or in the serving process)",
                 worker.pid,
                 worker.process.exitcode,
-                self._failed_starts,
+                MAX_FAILED_STARTS,
             )
             return
         log.warning("answering process %s stopped (exit %s); starting another", worker.pid, worker.process.exitcode)
@@ -475,6 +476,10 @@ class AnswerProcesses:
                 return
             self._restarting.add(timer)
         timer.start()
+
+    def worker_ready(self) -> None:
+        with self._lock:
+            self._failed_starts = 0
 
     def _restart(self, index: int) -> None:
         with self._lock:

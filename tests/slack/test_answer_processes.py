@@ -30,7 +30,7 @@ from test_slack_surface import (  # noqa: F401 - collected here, run against thi
 )
 
 from bot.core import KnowledgeBaseError, Origin
-from bot.core.answer_processes import AnswerProcesses, RemoteCollection, Stopping, WorkerGone
+from bot.core.answer_processes import RESTART_DELAY_S, AnswerProcesses, RemoteCollection, Stopping, WorkerGone
 
 FINANCE_QUESTION = "What is the Q3 FY2027 revenue target?"
 
@@ -132,6 +132,26 @@ def test_a_worker_that_stops_answering_is_killed_and_replaced(bot):
             answerer.ask(Origin.slack_channel(PEOPLE, EMPLOYEE), "How many paid sick days are there per year?")
         assert _wait_until(lambda: answerer.pids() and stuck not in answerer.pids()), "the stuck worker stayed"
         assert answerer.restarts == 1 and not os.path.exists(f"/proc/{stuck}")
+    finally:
+        answerer.close()
+
+
+def test_workers_are_replaced_until_several_in_a_row_die_before_they_are_ready(bot):
+    answerer = AnswerProcesses(bot.kbbot, 1, threads=1, warm=False).start()
+
+    def kill_the_worker(when_ready: bool) -> None:
+        assert _wait_until(lambda: len(answerer.pids()) == 1), "no worker was started"
+        [pid] = answerer.pids()
+        assert not when_ready or answerer.wait_ready()
+        os.kill(pid, signal.SIGKILL)
+        assert _wait_until(lambda: pid not in answerer.pids())
+
+    try:
+        for when_ready in (False, False, True, False, False):  # a worker that got ready starts the count again
+            kill_the_worker(when_ready)
+        kill_the_worker(False)  # the third in a row
+        time.sleep(RESTART_DELAY_S + 2)
+        assert answerer.pids() == [] and answerer.restarts == 5
     finally:
         answerer.close()
 
