@@ -93,6 +93,15 @@ class _Channel:
         with self._send_lock:
             self.conn.send_bytes(data)
 
+    def send_outcome(self, kind: str, ident: int, ok: bool, value: object) -> None:
+        """What the other end asked for (an answer, a request's reply). One that cannot be sent (e.g. not
+        picklable) is sent as the failure it is: the other end must not wait out its deadline for it."""
+        try:
+            self.send((kind, ident, ok, value))
+        except Exception as exc:
+            with contextlib.suppress(Exception):  # the pipe itself is gone: nobody is waiting
+                self.send((kind, ident, False, RuntimeError(f"the {kind} could not be sent: {exc!r:.200}")))
+
     def request(self, kind: str, *args: object, timeout: float = 60.0) -> object:
         """Ask the other end and wait for its answer (raises what it raised, as KnowledgeBaseError)."""
         rid = next(self._ids)
@@ -237,14 +246,10 @@ def _serve(conn, settings: Settings, threads: int, warm: bool) -> None:  # noqa:
         on_status = (lambda text: channel.send(("status", qid, text))) if statuses else None
         try:
             result = bot.ask(origin, question, history, on_status=on_status, silent_refusals=silent)
-            reply = ("result", qid, True, result)
         except BaseException as exc:  # everything goes back to the caller, which decides what people see
-            reply = ("result", qid, False, _portable(exc))
-        try:
-            channel.send(reply)
-        except Exception as exc:  # e.g. a result that cannot be pickled: the caller must not wait for it
-            with contextlib.suppress(Exception):
-                channel.send(("result", qid, False, RuntimeError(f"the answer could not be sent: {exc!r:.200}")))
+            channel.send_outcome("result", qid, False, _portable(exc))
+        else:
+            channel.send_outcome("result", qid, True, result)
 
     def warm_up() -> None:
         try:
@@ -539,17 +544,16 @@ class AnswerProcesses:
 
         def run() -> None:
             try:
-                reply = ("reply", rid, True, self._carry_out(what, args))
+                result = self._carry_out(what, args)
             except BaseException as exc:
-                reply = ("reply", rid, False, _portable(exc))
-            with contextlib.suppress(Exception):
-                worker.channel.send(reply)
+                worker.channel.send_outcome("reply", rid, False, _portable(exc))
+            else:
+                worker.channel.send_outcome("reply", rid, True, result)
 
         try:
             self._rpc.submit(run)
         except RuntimeError:  # shutting down
-            with contextlib.suppress(Exception):
-                worker.channel.send(("reply", rid, False, KnowledgeBaseError("kbbot is stopping")))
+            worker.channel.send_outcome("reply", rid, False, KnowledgeBaseError("kbbot is stopping"))
 
     def _carry_out(self, what: str, args: tuple) -> object:
         if what == "membership":
