@@ -325,9 +325,12 @@ class _Worker:
             self.in_flight += 1
         try:
             self.channel.send(("ask", qid, *payload, on_status is not None))
-        except (OSError, ValueError, BrokenPipeError) as exc:
+        except Exception as exc:
             self._finish(qid)
-            raise WorkerGone(f"the answering process cannot be reached ({type(exc).__name__})") from None
+            if isinstance(exc, OSError):  # the pipe is closed: the process is gone
+                raise WorkerGone(f"the answering process cannot be reached ({type(exc).__name__})") from None
+            # e.g. not picklable: no other process could be handed it either
+            raise KnowledgeBaseError(f"the question cannot be handed to an answering process: {exc!r:.200}") from exc
         return future
 
     def _finish(self, qid: int) -> tuple[Future, Callable[[str], None] | None] | None:

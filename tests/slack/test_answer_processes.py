@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 import time
 
 import pytest
@@ -88,6 +89,13 @@ def test_a_failed_membership_lookup_fails_closed_in_the_worker(bot):
     [record] = bot.kbbot.records.answers_in(dm_channel(CFO), message["ts"])
     assert "finance" not in record["kbs"]
     assert bot.fake.calls_of("conversations.members"), "the lookup was asked of Slack (and failed)"
+
+
+def test_a_question_that_cannot_be_handed_over_fails_and_leaves_no_trace(bot):
+    answerer = bot.deps.answerer
+    with pytest.raises(KnowledgeBaseError, match="cannot be handed"):
+        answerer.ask(Origin.slack_channel(PEOPLE, EMPLOYEE), "Why?", history=[threading.Lock()])  # type: ignore[list-item]
+    assert all(w.in_flight == 0 and not w._questions for w in answerer._workers)
 
 
 def _wait_until(condition, timeout: float = 60.0) -> bool:
