@@ -63,6 +63,7 @@ CHROMA_READS = frozenset({"get", "query", "count"})
 EXTRA_WAIT_S = 30.0  # beyond the question's deadline, before a question held by a stuck worker is failed
 START_TIMEOUT_S = 180.0
 RESTART_DELAY_S = 1.0
+SLACK_SECRETS = ("slack_bot_token", "slack_app_token", "slack_signing_secret")  # Settings fields
 MAX_FAILED_STARTS = 3  # workers in a row that die before they are ready, before no more are started
 
 
@@ -229,6 +230,11 @@ def _serve(conn, settings: Settings, threads: int, warm: bool) -> None:  # noqa:
     # its questions through this one, which ends when it is told to ("stop") or the pipe closes.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # A spawned process starts with the server's environment (multiprocessing has no way to pass another): the
+    # Slack credentials are dropped before anything here could read them. The kernel's copy of the initial
+    # environment (/proc/<pid>/environ, readable by the same user only) still holds them.
+    for name in SLACK_SECRETS:
+        os.environ.pop(Settings.model_fields[name].alias or name.upper(), None)
     from bot.core.bot import KnowledgeBot
     from tools.service import KnowledgeService
 
@@ -285,8 +291,9 @@ def _serve(conn, settings: Settings, threads: int, warm: bool) -> None:  # noqa:
 
 
 def _without_slack_secrets(settings: Settings) -> Settings:
-    """An answering process talks to no one but its serving process (and the LLM): no Slack credentials."""
-    return settings.model_copy(update={"slack_bot_token": None, "slack_app_token": None, "slack_signing_secret": None})
+    """An answering process talks to no one but its serving process (and the LLM): no Slack credentials (its
+    environment loses them too, in `_serve`)."""
+    return settings.model_copy(update=dict.fromkeys(SLACK_SECRETS))
 
 
 class _Worker:
