@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from bot.agent.models import Turn
+from bot.agent.models import EmptyQuestion, Turn
 from bot.config import Settings
 from bot.core.models import AskResult
 from bot.core.origin import Origin
@@ -253,6 +253,10 @@ def _serve(conn, settings: Settings, threads: int, warm: bool) -> None:  # noqa:
         try:
             result = bot.ask(origin, question, history, on_status=on_status, silent_refusals=silent)
         except BaseException as exc:  # everything goes back to the caller, which decides what people see
+            if isinstance(exc, KnowledgeBaseError):  # the reason is in the message (logged there too)
+                log.warning("answering failed: %s", exc)
+            elif not isinstance(exc, EmptyQuestion):  # its traceback is only here
+                log.exception("answering failed")
             channel.send_outcome("result", qid, False, _portable(exc))
         else:
             channel.send_outcome("result", qid, True, result)
@@ -263,7 +267,7 @@ def _serve(conn, settings: Settings, threads: int, warm: bool) -> None:  # noqa:
                 bot.warm_up()
                 bot.prefetch_texts()  # each text read later would be a round trip through the serving process
         except Exception as exc:
-            log.info("warm-up skipped: %s", exc)
+            log.warning("warm-up skipped: %s", exc)
         with contextlib.suppress(Exception):
             channel.send(("ready", os.getpid()))
 
