@@ -44,7 +44,7 @@ import signal
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
@@ -505,9 +505,9 @@ class AnswerProcesses:
             self._restarting.discard(threading.current_thread())  # type: ignore[arg-type]
         self._spawn(index)
 
-    def _pick(self, tried: set[int] = frozenset()) -> _Worker | None:  # type: ignore[assignment]
+    def _pick(self, tried: Collection[_Worker] = ()) -> _Worker | None:
         with self._lock:
-            alive = [w for w in self._workers if not w.gone and id(w) not in tried]
+            alive = [w for w in self._workers if not w.gone and w not in tried]
         if not alive:
             return None
         ready = [w for w in alive if w.ready.is_set()] or alive
@@ -524,7 +524,7 @@ class AnswerProcesses:
     ) -> AskResult:
         """The question answered by the least busy answering process; by another one (or this process) if that
         one stops meanwhile — once: a worker that died after recording its answer leaves a second record."""
-        tried: set[int] = set()
+        tried: list[_Worker] = []
         while True:
             if self._closed:
                 raise Stopping("kbbot is stopping")
@@ -533,7 +533,7 @@ class AnswerProcesses:
                 self.in_process += 1
                 return self.bot.ask(origin, question, history, kb, on_status=on_status, silent_refusals=silent_refusals)
             self.bot.refresh_if_changed()  # the rules the worker reads are at least as new as this process's
-            tried.add(id(worker))
+            tried.append(worker)
             qid = next(self._ids)
             try:
                 future = worker.ask(qid, (origin, question, tuple(history), silent_refusals), on_status)

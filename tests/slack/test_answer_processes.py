@@ -8,7 +8,7 @@ the serving process it must see, a worker that dies.
 
 from __future__ import annotations
 
-import json
+import glob
 import os
 import signal
 import threading
@@ -32,6 +32,7 @@ from test_slack_surface import (  # noqa: F401 - collected here, run against thi
 
 from bot.core import KnowledgeBaseError, Origin
 from bot.core.answer_processes import RESTART_DELAY_S, AnswerProcesses, RemoteCollection, Stopping, WorkerGone
+from bot.core.bot import DECLARATIONS_CHECK_S
 
 FINANCE_QUESTION = "What is the Q3 FY2027 revenue target?"
 
@@ -67,10 +68,14 @@ def test_the_answer_is_the_one_the_serving_process_would_give(bot):
 
 
 def test_the_answering_processes_never_open_the_embedded_store(bot):
-    lock = bot.kbbot.settings.resolved_data_dir / "store.lock"
-    holder = json.loads(lock.read_text())["pid"]
-    assert holder == os.getpid()
-    assert holder not in bot.deps.answerer.pids() and len(bot.deps.answerer.pids()) == 2
+    chroma = str(bot.kbbot.settings.resolved_data_dir.resolve() / "chroma")
+
+    def in_chroma(pid: int) -> list[str]:
+        return [p for p in (os.path.realpath(fd) for fd in glob.glob(f"/proc/{pid}/fd/*")) if p.startswith(chroma)]
+
+    assert in_chroma(os.getpid()), "the serving process holds the store open"
+    workers = bot.deps.answerer.pids()
+    assert len(workers) == 2 and not any(in_chroma(pid) for pid in workers), "a worker opened the Chroma store"
     collection = bot.kbbot.service.store.require_kb("people").collection
     # What an answering process may ask the serving one to do with Chroma: reads, nothing else.
     with pytest.raises(KnowledgeBaseError, match="not a read"):
@@ -181,7 +186,7 @@ def test_a_kb_restricted_in_its_kb_toml_is_restricted_in_the_workers(synced_data
     settings = slack_settings_for(data_dir, fake.api_url, KBBOT_KNOWLEDGE_BASES_DIR=kbs)
     try:
         with running_bot(settings, fake, warm=False) as bot:
-            bot.deps.answerer = answerer = AnswerProcesses(bot.deps.bot, 1, threads=2).start()
+            bot.deps.answerer = answerer = AnswerProcesses(bot.deps.bot, 1, threads=2, warm=False).start()
             assert answerer.wait_ready()
             question, engineering = "How many vacation days do full-time staff get per year?", "C0ENG00001"
 
@@ -199,7 +204,7 @@ def test_a_kb_restricted_in_its_kb_toml_is_restricted_in_the_workers(synced_data
                 .replace("allowed_channels = []", 'allowed_channels = ["C0PEOPLE01"]'),
                 encoding="utf-8",
             )
-            time.sleep(2.2)  # bot.core.bot.DECLARATIONS_CHECK_S: how often the files are looked at
+            time.sleep(DECLARATIONS_CHECK_S + 0.2)  # how often the files are looked at
             assert not cited_people()
             assert answerer.in_process == 0
     finally:
