@@ -479,21 +479,21 @@ class AnswerProcesses:
         worker.process.join(1)
         if give_up:
             log.error(
-                "answering process %s stopped before it was ready (exit %s), the %d. in a row: no more are started "
-                "(questions are answered by those left, or in the serving process)",
+                "answering process %s stopped before it was ready (exit %s), as did the %d before it: no more are "
+                "started (questions are answered by those left, or in the serving process)",
                 worker.pid,
                 worker.process.exitcode,
-                MAX_FAILED_STARTS,
+                MAX_FAILED_STARTS - 1,
             )
             return
-        log.warning("answering process %s stopped (exit %s); starting another", worker.pid, worker.process.exitcode)
-        self.restarts += 1
         timer = threading.Timer(RESTART_DELAY_S, self._restart, args=(worker.index,))
         timer.daemon = True
         with self._lock:
-            if self._closed:
+            if self._closed:  # closing began meanwhile
                 return
             self._restarting.add(timer)
+            self.restarts += 1
+        log.warning("answering process %s stopped (exit %s); starting another", worker.pid, worker.process.exitcode)
         timer.start()
 
     def worker_ready(self) -> None:
