@@ -31,7 +31,7 @@ import numpy as np
 
 from tools.embeddings import Embedder
 from tools.keyword_index import KeywordIndex
-from tools.store import EmbeddingModelMismatch, KnowledgeStore, StoredChunk, chunk_from_metadata
+from tools.store import LIVE_PAGE, EmbeddingModelMismatch, KnowledgeStore, StoredChunk, chunk_from_metadata
 from tools.text import content_terms, joined_terms
 
 log = logging.getLogger(__name__)
@@ -256,8 +256,8 @@ class HybridSearcher:
         if snapshot is None or len(keyword.chunk_ids) > max_chunks:
             return 0
         positions = [keyword.position[c] for c in keyword.live_chunk_ids()]
-        for start in range(0, len(positions), 5000):
-            self._chunks_at(kb, snapshot, positions[start : start + 5000])
+        for start in range(0, len(positions), LIVE_PAGE):
+            self._chunks_at(kb, snapshot, positions[start : start + LIVE_PAGE])
         return len(positions)
 
     def _chunks_at(self, kb: str, snap: _Snapshot, positions: list[int]) -> dict[int, StoredChunk]:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlparse
 
 from bot.config import Settings
-from bot.core import KnowledgeBot
+from bot.core import AskResult, KnowledgeBot, Origin, Turn
 from bot.core.answer_processes import AnswerProcesses
 from bot.slack.assistant_threads import PaneThreads
 from bot.slack.idempotency import ClaimLedger
@@ -69,9 +71,9 @@ class SlackDeps:
     people: SlackPeople | None = None  # uploaders' names for Sources (set by build_slack)
     answerer: AnswerProcesses | None = None  # KBBOT_ANSWER_PROCESSES: questions answered in worker processes
 
-    def ask(self, *args, **kwargs):
+    def ask(self, origin: Origin, question: str, history: Sequence[Turn] = (), **options: Any) -> AskResult:
         """KnowledgeBot.ask, in an answering process when there are some (same rules, same result)."""
-        return (self.answerer or self.bot).ask(*args, **kwargs)
+        return (self.answerer or self.bot).ask(origin, question, history, **options)
 
     @property
     def bot_token(self) -> str:
