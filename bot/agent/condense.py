@@ -220,7 +220,7 @@ def pronouns_in(text: str) -> list[str]:
 
 # "unrelated, but …", "different topic: …", "btw …": the message says itself that it starts a new question.
 _TOPIC_SWITCH = re.compile(
-    r"^\s*(?:unrelated|(?:on\s+)?(?:a\s+)?(?:different|separate|another|new|other)\s+(?:topic|question|thing)|"
+    r"^\s*(?:(?:ok(?:ay)?|so|and|also|anyway|right)[\s,]+)?(?:unrelated|(?:on\s+)?(?:a\s+)?(?:different|separate|another|new|other)\s+(?:topic|question|thing)|"
     r"off[\s-]topic|btw|by the way|changing (?:the )?(?:topic|subject))\b[\s,:;.!—–-]*(?:but\b[\s,]*)?",
     re.I,
 )

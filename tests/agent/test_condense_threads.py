@@ -39,7 +39,8 @@ def test_the_previous_questions_amounts_are_not_carried_into_a_new_question() ->
 
 def test_a_message_that_says_it_changes_topic_is_asked_as_it_stands() -> None:
     history = thread("how do i roll back a deploy?", "lumen-ship rollback dispatch-api --to <release-id> [1]")
-    for marker in ("unrelated, but", "different topic:", "separate question:", "btw", "by the way,"):
+    markers = ("unrelated, but", "different topic:", "separate question:", "btw", "by the way,", "ok separate thing,")
+    for marker in (*markers, "okay, unrelated:", "so btw"):
         assert switches_topic(f"{marker} how long is one on-call rotation?")
         assert condense_offline(f"{marker} how long is one on-call rotation?", history) == (
             "how long is one on-call rotation?"
