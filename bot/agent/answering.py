@@ -807,6 +807,20 @@ def compose(
     return [lead, *rest]
 
 
+_SENTENCE_END = re.compile(r"[.!?。！？…][\"'’”)\]]*$")
+
+
+def _quoted_together(pieces: Sequence[str]) -> str:
+    """One source's quoted units as its excerpt: a table row or a heading ends no sentence, so it is kept apart
+    from what follows ("…; Nightly cap: $190 · Hotels are capped per night.")."""
+    text = ""
+    for piece in pieces:
+        if text:
+            text += " " if _SENTENCE_END.search(text) else " · "
+        text += piece
+    return text
+
+
 def _cjk_says_less(query: str, candidate: _Candidate, lead: _Candidate, evidence: Sequence[Evidence]) -> bool:
     """Whether a candidate names fewer of a Chinese question's words than the lead (its heading counted): the
     top-ranked passage's sentence "本指南适用于…有限公司…" does not replace "…纳税人识别号…税号…" for 税号."""
@@ -932,7 +946,7 @@ def _cited(evidence: Sequence[Evidence], chosen: Sequence[_Candidate]) -> DraftA
         leads_said.add(candidate.unit.lead)
         if rank not in numbers:
             numbers[rank] = len(numbers) + 1
-            excerpt = " ".join(c.reads for c in chosen if c.rank == rank)
+            excerpt = _quoted_together([c.reads for c in chosen if c.rank == rank])
             citations.append(make_citation(numbers[rank], evidence[rank], excerpt))
         separator = "" if has_cjk(sentence) else " "
         parts.append(f"{sentence}{separator}[{numbers[rank]}]")

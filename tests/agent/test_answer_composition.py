@@ -272,3 +272,11 @@ def test_how_many_vacation_days_leads_with_the_entitlement_not_the_carry_over(of
     answer = offline_engine.answer("How many vacation days do I get?")
     assert answer.status == "answered"
     assert "25 days of paid annual leave" in first_sentence(answer.answer), answer.answer
+
+
+def test_a_sources_excerpt_keeps_a_table_row_apart_from_the_sentence_after_it(offline_engine) -> None:
+    # A row ends no sentence: quoted with the sentence after it, it read "…; Nightly cap: $190 Hotels are capped…".
+    answer = offline_engine.answer("what is the nightly hotel cap in berlin?")
+    excerpt = answer.citations[0].excerpt
+    assert "Nightly cap: $190 · " in excerpt, excerpt
+    assert ". · " not in excerpt  # sentences still follow each other as they read
