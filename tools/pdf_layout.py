@@ -19,6 +19,7 @@ from dataclasses import dataclass
 # more.
 COLUMN_GAP = 3
 _SEGMENT = re.compile(rf"\S+(?: {{1,{COLUMN_GAP - 1}}}\S+)*")
+_BLANK_RUN = re.compile(rf" {{{COLUMN_GAP},}}")
 _OPEN_END = re.compile(r"[^.!?;:。！？；：]$")
 # A column's name: a few words of letters and figures ("RTO (time to recover)", "FY2027 plan"), not code or a sentence.
 _LABEL = re.compile(r"^[^\W\d_][\w()/&%#'’+-]*(?: [\w()/&%#'’+-]+){0,3}$")
@@ -72,22 +73,12 @@ def _narrowed(gaps: list[tuple[int, int]], line: str) -> list[tuple[int, int]] |
     leaves every gap as wide as a gap between columns."""
     narrowed = []
     for gap_start, gap_end in gaps:
-        blank = [i for i in range(gap_start, gap_end) if i >= len(line) or line[i] == " "]
-        runs = [run for run in _runs(blank) if run[1] - run[0] >= COLUMN_GAP]
-        if not runs:
+        blank = _BLANK_RUN.finditer(line.ljust(gap_end), gap_start, gap_end)
+        widest = max(((m.start(), m.end()) for m in blank), key=lambda run: run[1] - run[0], default=None)
+        if widest is None:
             return None
-        narrowed.append(max(runs, key=lambda run: run[1] - run[0]))
+        narrowed.append(widest)
     return narrowed
-
-
-def _runs(positions: list[int]) -> list[tuple[int, int]]:
-    runs: list[tuple[int, int]] = []
-    for i in positions:
-        if runs and runs[-1][1] == i:
-            runs[-1] = (runs[-1][0], i + 1)
-        else:
-            runs.append((i, i + 1))
-    return runs
 
 
 def _cells(line: str, gaps: list[tuple[int, int]]) -> list[str]:
